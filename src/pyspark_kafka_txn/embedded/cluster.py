@@ -1,0 +1,322 @@
+"""Cluster state: topics, partition placement, coordinators, and the state owners.
+
+Everything here runs on the broker's single event-loop thread (as franz-go's kfake runs
+all state changes on one goroutine), so no locks are needed. Request handlers and the
+public :class:`~pyspark_kafka_txn.embedded.EmbeddedKafka` API call into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pyspark_kafka_txn.embedded.config import ClusterConfig
+from pyspark_kafka_txn.embedded.faults import Faults
+from pyspark_kafka_txn.embedded.groups import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    GroupOffsets,
+    coordinator_partition,
+)
+from pyspark_kafka_txn.embedded.log import PartitionLog
+from pyspark_kafka_txn.embedded.membership import GroupMembership
+from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.records import RecordError
+from pyspark_kafka_txn.embedded.storage import Storage
+from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
+
+logger = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+MAX_TOPIC_NAME = 249
+COORDINATOR_GROUP = 0
+COORDINATOR_TXN = 1
+
+# Topic configs the embedded broker understands, with Kafka's defaults.
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "min.insync.replicas": "1",
+}
+
+
+class TopicError(Exception):
+    """A topic operation failed with ``code``."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def validate_topic_name(name: str) -> None:
+    """Reject names Kafka rejects (``Topic.validate``)."""
+    if not name or name in (".", ".."):
+        raise TopicError(ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {name!r} is longer than {MAX_TOPIC_NAME} characters",
+        )
+    if not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', "
+            "'_' and '-'",
+        )
+
+
+@dataclass(slots=True)
+class Topic:
+    """A topic and its partitions."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionLog]
+    leaders: list[int]
+    config: dict[str, str] = field(default_factory=dict)
+
+    def config_value(self, key: str) -> str:
+        return self.config.get(key, TOPIC_CONFIG_DEFAULTS.get(key, ""))
+
+
+class Notifier:
+    """Wakes long-polling fetches when any log changes."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def fire(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            return
+
+
+class Cluster:
+    """The state of the whole embedded cluster."""
+
+    def __init__(self, config: ClusterConfig, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.loop = loop
+        self.node_ids = list(range(config.brokers))
+        self.addresses: dict[int, tuple[str, int]] = {}
+        self.running: set[int] = set()
+        self.topics: dict[str, Topic] = {}
+        self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.notifier = Notifier()
+        self.faults = Faults()
+        self.internal_errors: list[str] = []
+        self.coordinator_overrides: dict[tuple[int, int], int] = {}
+        self.storage = Storage(config.data_dir) if config.data_dir is not None else None
+        self.offsets = GroupOffsets(
+            sink=self.storage.line_sink(OFFSETS_TOPIC) if self.storage else None
+        )
+        self.membership = GroupMembership(self)
+        self.txn = TransactionCoordinator(
+            clock_ms=self.now_ms,
+            write_markers=self.write_markers,
+            schedule=self.schedule,
+            transaction_version=config.transaction_version,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            sink=self.storage.line_sink(TRANSACTION_STATE_TOPIC) if self.storage else None,
+        )
+        self._log_starts: dict[str, list[int]] = {}
+        if self.storage is not None:
+            self._recover()
+
+    # --- time and scheduling -----------------------------------------------------
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def schedule(self, delay_s: float, fn: Callable[[], None]) -> None:
+        if delay_s <= 0:
+            self.loop.call_soon(fn)
+        else:
+            self.loop.call_later(delay_s, fn)
+
+    # --- recovery -----------------------------------------------------------------
+
+    def _recover(self) -> None:
+        assert self.storage is not None
+        meta = self.storage.load_meta()
+        if meta is not None:
+            for t in meta["topics"]:
+                self._add_topic(
+                    t["name"],
+                    uuid.UUID(t["id"]),
+                    t["partitions"],
+                    dict(t["config"]),
+                    log_starts=t.get("log_starts"),
+                )
+        self.offsets.load(self.storage.read_lines(OFFSETS_TOPIC))
+        self.txn.load(self.storage.read_lines(TRANSACTION_STATE_TOPIC))
+
+    def _save_meta(self) -> None:
+        if self.storage is None:
+            return
+        self.storage.save_meta(
+            {
+                "cluster_id": self.config.cluster_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "id": str(t.topic_id),
+                        "partitions": len(t.partitions),
+                        "config": t.config,
+                        "log_starts": [p.log_start_offset for p in t.partitions],
+                    }
+                    for t in self.topics.values()
+                ],
+            }
+        )
+
+    # --- topics -------------------------------------------------------------------
+
+    def _add_topic(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        partitions: int,
+        config: dict[str, str],
+        *,
+        log_starts: list[int] | None = None,
+    ) -> Topic:
+        logs = []
+        log_append = config.get("message.timestamp.type") == "LogAppendTime"
+        for p in range(partitions):
+            log = PartitionLog(name, p, log_append_time=log_append)
+            if self.storage is not None:
+                data = self.storage.read_partition(name, p)
+                if data:
+                    try:
+                        log.load(data)
+                    except RecordError as exc:
+                        logger.warning("truncating torn tail of %s-%d: %s", name, p, exc)
+                        self.storage.truncate_partition(name, p, len(log.data))
+                if log_starts:
+                    log.log_start_offset = log_starts[p]
+                log._sink = self.storage.partition_sink(name, p)
+            logs.append(log)
+        n = len(self.node_ids)
+        offset = len(self.topics)
+        leaders = [self.node_ids[(offset + p) % n] for p in range(partitions)]
+        topic = Topic(name, topic_id, logs, leaders, config)
+        self.topics[name] = topic
+        self.topics_by_id[topic_id] = topic
+        return topic
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, config: dict[str, str] | None = None
+    ) -> Topic:
+        """Create a topic; raises :class:`TopicError` with Kafka's error code."""
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            raise TopicError(
+                ErrorCode.invalid_request, f"{name} is an internal topic of the embedded cluster"
+            )
+        if name in self.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        count = self.config.num_partitions if partitions in (None, -1) else partitions
+        assert count is not None
+        if count <= 0:
+            raise TopicError(
+                ErrorCode.invalid_partitions, f"number of partitions must be > 0, got {count}"
+            )
+        config = dict(config or {})
+        for key, value in config.items():
+            if key not in TOPIC_CONFIG_DEFAULTS:
+                raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
+            if value is None:
+                raise TopicError(ErrorCode.invalid_config, f"null value for topic config {key!r}")
+        ts_type = config.get("message.timestamp.type", "CreateTime")
+        if ts_type not in ("CreateTime", "LogAppendTime"):
+            raise TopicError(
+                ErrorCode.invalid_config, f"invalid message.timestamp.type {ts_type!r}"
+            )
+        topic = self._add_topic(name, uuid.uuid4(), count, config)
+        self._save_meta()
+        logger.info("created topic %s with %d partition(s)", name, count)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
+        del self.topics_by_id[topic.topic_id]
+        self.offsets.delete_topic(name)
+        if self.storage is not None:
+            for p in range(len(topic.partitions)):
+                self.storage.delete_partition(name, p)
+        self._save_meta()
+        self.notifier.fire()
+
+    def partition(self, topic: str, partition: int) -> PartitionLog | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+    def leader(self, topic: str, partition: int) -> int:
+        t = self.topics[topic]
+        return t.leaders[partition]
+
+    def move_leader(self, topic: str, partition: int, node: int) -> None:
+        t = self.topics[topic]
+        t.leaders[partition] = node
+        t.partitions[partition].leader_epoch += 1
+        self.notifier.fire()
+
+    def log_start_changed(self) -> None:
+        self._save_meta()
+
+    # --- coordinators -------------------------------------------------------------
+
+    def coordinator(self, key_type: int, key: str) -> int:
+        """Node id of the group (0) or transaction (1) coordinator of ``key``."""
+        part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        node = self.coordinator_overrides.get((key_type, part))
+        if node is not None:
+            return node
+        return self.node_ids[part % len(self.node_ids)]
+
+    def move_coordinator(self, key_type: int, key: str, node: int) -> None:
+        part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        self.coordinator_overrides[(key_type, part)] = node
+
+    # --- transactions -------------------------------------------------------------
+
+    def write_markers(
+        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]]
+    ) -> None:
+        """Write COMMIT/ABORT markers of a transaction to each of its partitions."""
+        now = self.now_ms()
+        for topic, index in partitions:
+            if topic == OFFSETS_TOPIC:
+                self.offsets.complete(index, producer_id, commit)
+                continue
+            log = self.partition(topic, index)
+            if log is None:  # topic deleted meanwhile: nothing to mark
+                continue
+            log.append_marker(producer_id, epoch, commit=commit, coordinator_epoch=0, now_ms=now)
+        self.notifier.fire()
+
+    def close(self) -> None:
+        if self.storage is not None:
+            self.storage.close()

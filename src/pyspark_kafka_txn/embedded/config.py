@@ -1,0 +1,61 @@
+"""Settings of the embedded cluster (the broker-side configs it honours)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterConfig:
+    """Cluster-wide settings; defaults are Apache Kafka 4.x broker defaults.
+
+    Parameters
+    ----------
+    brokers
+        Number of broker nodes (each on its own port, node ids ``0..brokers-1``).
+    host
+        Interface to listen on and to advertise.
+    port
+        Port of broker 0; the others take the following ports. ``0`` picks free ports.
+    data_dir
+        Where partition logs, the transaction log and group offsets are kept; ``None``
+        keeps everything in memory.
+    transaction_version
+        Finalized ``transaction.version`` feature (2 as on a fresh Kafka 4.x cluster, or
+        1 to behave like a pre-KIP-890 cluster).
+    transaction_max_timeout_ms
+        ``transaction.max.timeout.ms``.
+    transaction_abort_interval_ms
+        ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
+    group_initial_rebalance_delay_ms
+        ``group.initial.rebalance.delay.ms``.
+    auto_create_topics
+        ``auto.create.topics.enable``. Off by default (stricter than Kafka): code that
+        works here must create its topics, so it also works on clusters that forbid it.
+    """
+
+    brokers: int = 1
+    host: str = "127.0.0.1"
+    port: int = 0
+    data_dir: Path | None = None
+    transaction_version: int = 2
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_interval_ms: int = 10_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES
+    num_partitions: int = 1
+    auto_create_topics: bool = False
+    cluster_id: str = "pyspark-kafka-txn-embedded"
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"brokers must be >= 1, got {self.brokers}")
+        if self.transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, got {self.transaction_version}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")

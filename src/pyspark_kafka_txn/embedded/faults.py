@@ -1,0 +1,80 @@
+"""Fault injection rules for chaos tests.
+
+A rule matches requests by API key (and optionally broker node) and does one thing to
+the next ``count`` matching requests:
+
+* ``error``: answer with ``error`` without executing the request;
+* ``error_after``: execute the request, then answer with ``error`` (a lost ack);
+* ``delay``: wait ``delay_s`` before executing;
+* ``drop``: close the connection without executing;
+* ``drop_after``: execute, then close the connection without answering.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass
+
+from pyspark_kafka_txn.embedded.protocol import ErrorCode
+
+
+class FaultAction(enum.Enum):
+    """What a fault rule does to a matching request."""
+
+    ERROR = "error"
+    ERROR_AFTER = "error_after"
+    DELAY = "delay"
+    DROP = "drop"
+    DROP_AFTER = "drop_after"
+
+
+@dataclass(slots=True)
+class FaultRule:
+    """One armed fault."""
+
+    action: FaultAction
+    api_key: int | None
+    node: int | None = None
+    error: ErrorCode = ErrorCode.none
+    delay_s: float = 0.0
+    remaining: int = 1
+    hits: int = 0
+
+
+class Faults:
+    """The armed rules; safe to arm from any thread."""
+
+    def __init__(self) -> None:
+        self._rules: list[FaultRule] = []
+        self._lock = threading.Lock()
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        if rule.action in (FaultAction.ERROR, FaultAction.ERROR_AFTER) and (
+            rule.error is ErrorCode.none
+        ):
+            raise ValueError(f"fault action {rule.action.value} needs an error code")
+        if rule.remaining <= 0:
+            raise ValueError(f"fault count must be positive, got {rule.remaining}")
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def take(self, api_key: int, node: int) -> FaultRule | None:
+        """Consume one use of the first rule matching this request, if any."""
+        if not self._rules:
+            return None
+        with self._lock:
+            for rule in self._rules:
+                if rule.api_key not in (None, api_key) or rule.node not in (None, node):
+                    continue
+                rule.remaining -= 1
+                rule.hits += 1
+                if rule.remaining == 0:
+                    self._rules.remove(rule)
+                return rule
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()

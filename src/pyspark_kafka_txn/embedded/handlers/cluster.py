@@ -1,0 +1,439 @@
+"""Cluster-level APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
+FindCoordinator, DescribeConfigs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pyspark_kafka_txn.embedded.cluster import (
+    COORDINATOR_GROUP,
+    COORDINATOR_TXN,
+    TOPIC_CONFIG_DEFAULTS,
+    Topic,
+    TopicError,
+)
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+
+API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
+CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
+NO_AUTHORIZED_OPS = -(2**31)
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def api_versions(ctx: Context, req: Any) -> Any:
+    """ApiVersions v0-4.
+
+    Behaviour: lists every served API from the dispatch table; v3+ validates the client
+    software name/version (INVALID_REQUEST) and reports the ``transaction.version``
+    feature (supported 0-2, finalized at the cluster's level, epoch 0), omitting
+    supported features whose minimum is 0 for requests below v4 as Kafka does. A request
+    above v4 is answered by the server with the v0-body UNSUPPORTED_VERSION fallback.
+    """
+    mod = response_module(API_VERSIONS, ctx.version)
+    keys = tuple(
+        build(
+            mod.ApiVersion, api_key=s.api_key, min_version=s.min_version, max_version=s.max_version
+        )
+        for s in sorted(ctx.apis.values(), key=lambda s: s.api_key)
+    )
+    error = ErrorCode.none
+    if ctx.version >= 3 and not (
+        _SOFTWARE.fullmatch(req.client_software_name or "")
+        and _SOFTWARE.fullmatch(req.client_software_version or "")
+    ):
+        error = ErrorCode.invalid_request
+    level = ctx.cluster.config.transaction_version
+    supported: tuple[Any, ...] = ()
+    finalized: tuple[Any, ...] = ()
+    if ctx.version >= 3:
+        if ctx.version >= 4:
+            supported = (
+                build(
+                    mod.SupportedFeatureKey,
+                    name="transaction.version",
+                    min_version=0,
+                    max_version=2,
+                ),
+            )
+        finalized = (
+            build(
+                mod.FinalizedFeatureKey,
+                name="transaction.version",
+                max_version_level=level,
+                min_version_level=level,
+            ),
+        )
+    return build(
+        mod.ApiVersionsResponse,
+        error_code=error,
+        api_keys=keys,
+        throttle_time=NO_THROTTLE,
+        supported_features=supported,
+        finalized_features_epoch=0 if ctx.version >= 3 else -1,
+        finalized_features=finalized,
+        zk_migration_ready=False,
+    )
+
+
+def _topic_metadata(ctx: Context, mod: Any, topic: Topic) -> Any:
+    cluster = ctx.cluster
+    parts = []
+    for index, log in enumerate(topic.partitions):
+        leader = topic.leaders[index]
+        up = leader in cluster.running
+        parts.append(
+            build(
+                mod.MetadataResponsePartition,
+                error_code=ErrorCode.none if up else ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=leader if up else -1,
+                leader_epoch=log.leader_epoch,
+                replica_nodes=(leader,),
+                isr_nodes=(leader,) if up else (),
+                offline_replicas=() if up else (leader,),
+            )
+        )
+    return build(
+        mod.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=False,
+        partitions=tuple(parts),
+        topic_authorized_operations=NO_AUTHORIZED_OPS,
+    )
+
+
+def metadata(ctx: Context, req: Any) -> Any:
+    """Metadata v0-13.
+
+    Behaviour: all topics for a null topic list (or an empty one in v0); unknown topics
+    get UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID when asked by id) unless
+    auto-creation is both enabled on the cluster and allowed by the request; partitions
+    whose leader is stopped get LEADER_NOT_AVAILABLE. Topic ids are real UUIDs.
+    Simplifications: one replica per partition; internal topics are not listed.
+    """
+    cluster = ctx.cluster
+    mod = response_module(METADATA, ctx.version)
+    brokers = tuple(
+        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
+        for n, (h, p) in sorted(cluster.addresses.items())
+        if n in cluster.running
+    )
+    wanted = req.topics
+    if wanted is None or (ctx.version == 0 and not wanted):
+        topics = [_topic_metadata(ctx, mod, t) for t in cluster.topics.values()]
+    else:
+        topics = []
+        allow_auto = getattr(req, "allow_auto_topic_creation", True)
+        for item in wanted:
+            name = item.name
+            topic_id = getattr(item, "topic_id", None)
+            if name is None and topic_id is not None:
+                found = cluster.topics_by_id.get(topic_id)
+                if found is None:
+                    topics.append(_unknown_topic(mod, None, topic_id, ErrorCode.unknown_topic_id))
+                    continue
+                name = found.name
+            topic = cluster.topics.get(name)
+            if topic is None and allow_auto and cluster.config.auto_create_topics:
+                try:
+                    topic = cluster.create_topic(name)
+                except TopicError as exc:
+                    topics.append(_unknown_topic(mod, name, None, exc.code))
+                    continue
+            if topic is None:
+                topics.append(_unknown_topic(mod, name, None, ErrorCode.unknown_topic_or_partition))
+            else:
+                topics.append(_topic_metadata(ctx, mod, topic))
+    return build(
+        mod.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=brokers,
+        cluster_id=cluster.config.cluster_id,
+        controller_id=min(cluster.running) if cluster.running else -1,
+        topics=tuple(topics),
+        cluster_authorized_operations=NO_AUTHORIZED_OPS,
+        error_code=ErrorCode.none,
+    )
+
+
+def _unknown_topic(mod: Any, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+    return build(
+        mod.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=NO_AUTHORIZED_OPS,
+    )
+
+
+def create_topics(ctx: Context, req: Any) -> Any:
+    """CreateTopics v2-7.
+
+    Behaviour: validates names (INVALID_TOPIC_EXCEPTION), duplicates within the request
+    (INVALID_REQUEST), existing topics (TOPIC_ALREADY_EXISTS), partition counts
+    (INVALID_PARTITIONS), replication factor above the broker count
+    (INVALID_REPLICATION_FACTOR), unknown configs (INVALID_CONFIG); ``validate_only``
+    checks without creating. Simplifications: one replica; explicit assignments only
+    choose the leader (first broker of each list).
+    """
+    cluster = ctx.cluster
+    mod = response_module(CREATE_TOPICS, ctx.version)
+    names = [t.name for t in req.topics]
+    results = []
+    for item in req.topics:
+        code, message, topic = ErrorCode.none, None, None
+        configs = {c.name: c.value for c in item.configs}
+        try:
+            if names.count(item.name) > 1:
+                raise TopicError(ErrorCode.invalid_request, f"topic {item.name!r} listed twice")
+            rf = item.replication_factor
+            if rf != -1 and (rf <= 0 or rf > len(cluster.node_ids)):
+                raise TopicError(
+                    ErrorCode.invalid_replication_factor,
+                    f"replication factor {rf} is not in 1..{len(cluster.node_ids)}",
+                )
+            partitions = item.num_partitions
+            if item.assignments:
+                partitions = len(item.assignments)
+            if req.validate_only:
+                probe = _validate_only(ctx, item.name, partitions, configs)
+                code, message = probe
+            else:
+                topic = cluster.create_topic(item.name, partitions, configs)
+                for a in item.assignments:
+                    if a.broker_ids and a.broker_ids[0] in cluster.node_ids:
+                        topic.leaders[a.partition_index] = a.broker_ids[0]
+        except TopicError as exc:
+            code, message = exc.code, str(exc)
+        count = len(topic.partitions) if topic else -1
+        results.append(
+            build(
+                mod.CreatableTopicResult,
+                name=item.name,
+                topic_id=topic.topic_id if topic else None,
+                error_code=code,
+                error_message=message,
+                topic_config_error_code=ErrorCode.none,
+                num_partitions=count,
+                replication_factor=1 if topic else -1,
+                configs=None if topic is None else _creatable_configs(mod, topic),
+            )
+        )
+    return build(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _validate_only(
+    ctx: Context, name: str, partitions: int, configs: dict[str, str]
+) -> tuple[ErrorCode, str | None]:
+    from pyspark_kafka_txn.embedded.cluster import validate_topic_name
+
+    validate_topic_name(name)
+    if name in ctx.cluster.topics:
+        return ErrorCode.topic_already_exists, f"topic {name!r} already exists"
+    if partitions == 0 or partitions < -1:
+        return ErrorCode.invalid_partitions, f"number of partitions must be > 0, got {partitions}"
+    for key in configs:
+        if key not in TOPIC_CONFIG_DEFAULTS:
+            return ErrorCode.invalid_config, f"unknown topic config {key!r}"
+    return ErrorCode.none, None
+
+
+def _creatable_configs(mod: Any, topic: Topic) -> tuple[Any, ...]:
+    if not hasattr(mod, "CreatableTopicConfigs"):
+        return ()
+    return tuple(
+        build(
+            mod.CreatableTopicConfigs,
+            name=key,
+            value=topic.config_value(key),
+            read_only=False,
+            config_source=1 if key in topic.config else 5,
+            is_sensitive=False,
+        )
+        for key in sorted(TOPIC_CONFIG_DEFAULTS)
+    )
+
+
+def delete_topics(ctx: Context, req: Any) -> Any:
+    """DeleteTopics v1-6.
+
+    Behaviour: unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
+    UNKNOWN_TOPIC_ID; the topic's partitions, logs and committed offsets are removed.
+    """
+    cluster = ctx.cluster
+    mod = response_module(DELETE_TOPICS, ctx.version)
+    if hasattr(req, "topic_names"):
+        items: list[tuple[str | None, Any]] = [(n, None) for n in req.topic_names]
+    else:
+        items = [(t.name, t.topic_id) for t in req.topics]
+    results = []
+    for name, topic_id in items:
+        code, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = cluster.topics_by_id.get(topic_id)
+            name = topic.name if topic else None
+            if topic is None:
+                code, message = ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}"
+        if code is ErrorCode.none:
+            try:
+                topic_id = cluster.topics[name].topic_id if name in cluster.topics else topic_id
+                cluster.delete_topic(name or "")
+            except TopicError as exc:
+                code, message = exc.code, str(exc)
+        results.append(
+            build(
+                mod.DeletableTopicResult,
+                name=name,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def find_coordinator(ctx: Context, req: Any) -> Any:
+    """FindCoordinator v0-6.
+
+    Behaviour: key type 0 (group) and 1 (transaction, v1+); v4+ batched keys. The
+    coordinator is the node owning the key's partition of the internal topic
+    (``abs(hashCode) % 50`` spread over the nodes, movable by fault injection); an
+    unknown key type gets INVALID_REQUEST, a stopped coordinator
+    COORDINATOR_NOT_AVAILABLE.
+    """
+    cluster = ctx.cluster
+    mod = response_module(FIND_COORDINATOR, ctx.version)
+    key_type = getattr(req, "key_type", COORDINATOR_GROUP)
+
+    def lookup(key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+        if key_type not in (COORDINATOR_GROUP, COORDINATOR_TXN):
+            return ErrorCode.invalid_request, f"unsupported key type {key_type}", -1, "", -1
+        if key_type == COORDINATOR_TXN and not key:
+            return ErrorCode.invalid_request, "empty transactional id", -1, "", -1
+        node = cluster.coordinator(key_type, key)
+        if node not in cluster.running:
+            return ErrorCode.coordinator_not_available, None, -1, "", -1
+        host, port = cluster.addresses[node]
+        return ErrorCode.none, None, node, host, port
+
+    if ctx.version >= 4:
+        coords = []
+        for key in req.coordinator_keys:
+            code, msg, node, host, port = lookup(key)
+            coords.append(
+                build(
+                    mod.Coordinator,
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=code,
+                    error_message=msg,
+                )
+            )
+        return build(
+            mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coords)
+        )
+    code, msg, node, host, port = lookup(req.key)
+    return build(
+        mod.FindCoordinatorResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=msg,
+        node_id=node,
+        host=host,
+        port=port,
+    )
+
+
+def _broker_configs(ctx: Context) -> dict[str, str]:
+    config = ctx.cluster.config
+    return {
+        "transaction.max.timeout.ms": str(config.transaction_max_timeout_ms),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(
+            config.transaction_abort_interval_ms
+        ),
+        "message.max.bytes": str(config.message_max_bytes),
+        "num.partitions": str(config.num_partitions),
+        "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+        "group.initial.rebalance.delay.ms": str(config.group_initial_rebalance_delay_ms),
+        "offsets.topic.num.partitions": "50",
+        "transaction.state.log.num.partitions": "50",
+    }
+
+
+def describe_configs(ctx: Context, req: Any) -> Any:
+    """DescribeConfigs v1-4.
+
+    Behaviour: topic (type 2) and broker (type 4) resources; unknown topics get
+    UNKNOWN_TOPIC_OR_PARTITION, unknown brokers or types INVALID_REQUEST; a non-null key
+    list restricts the answer. Simplifications: no synonyms, no documentation.
+    """
+    cluster = ctx.cluster
+    mod = response_module(DESCRIBE_CONFIGS, ctx.version)
+    results = []
+    for res in req.resources:
+        code, message = ErrorCode.none, None
+        values: dict[str, str] = {}
+        explicit: set[str] = set()
+        if res.resource_type == 2:
+            topic = cluster.topics.get(res.resource_name)
+            if topic is None:
+                code = ErrorCode.unknown_topic_or_partition
+                message = f"unknown topic {res.resource_name!r}"
+            else:
+                values = {k: topic.config_value(k) for k in TOPIC_CONFIG_DEFAULTS}
+                explicit = set(topic.config)
+        elif res.resource_type == 4:
+            if res.resource_name not in ("", *(str(n) for n in cluster.node_ids)):
+                code, message = ErrorCode.invalid_request, f"unknown broker {res.resource_name!r}"
+            else:
+                values = _broker_configs(ctx)
+        else:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"unsupported resource type {res.resource_type}",
+            )
+        keys = res.configuration_keys
+        entries = tuple(
+            build(
+                mod.DescribeConfigsResourceResult,
+                name=k,
+                value=v,
+                read_only=res.resource_type == 4,
+                config_source=(1 if k in explicit else 5),
+                is_sensitive=False,
+                synonyms=(),
+                config_type=0,
+                documentation=None,
+            )
+            for k, v in sorted(values.items())
+            if keys is None or k in keys
+        )
+        results.append(
+            build(
+                mod.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=entries,
+            )
+        )
+    return build(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+SPECS = (
+    ApiSpec(API_VERSIONS, "ApiVersions", 0, 4, api_versions),
+    ApiSpec(METADATA, "Metadata", 0, 13, metadata),
+    ApiSpec(FIND_COORDINATOR, "FindCoordinator", 0, 6, find_coordinator),
+    ApiSpec(CREATE_TOPICS, "CreateTopics", 2, 7, create_topics),
+    ApiSpec(DELETE_TOPICS, "DeleteTopics", 1, 6, delete_topics),
+    ApiSpec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, describe_configs),
+)

@@ -1,0 +1,431 @@
+"""Partition data APIs: Produce, Fetch, ListOffsets, DeleteRecords, DescribeProducers,
+OffsetForLeaderEpoch."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any
+
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
+from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
+from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.records import (
+    ATTR_TRANSACTIONAL,
+    CRC_START,
+    RecordError,
+    validate_client_batches,
+)
+
+PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS = 0, 1, 2, 21
+DESCRIBE_PRODUCERS, OFFSET_FOR_LEADER_EPOCH = 61, 23
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+# Coordinator answers to a produce verification and what the leader reports instead.
+_VERIFY_RETRIABLE = {
+    ErrorCode.concurrent_transactions,
+    ErrorCode.network_exception,
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+}
+
+
+def _is_transactional(records: bytes | None) -> bool:
+    if records is None or len(records) <= CRC_START + 1:
+        return False
+    return bool(records[CRC_START + 1] & ATTR_TRANSACTIONAL)
+
+
+def _leader_error(ctx: Context, topic: str, index: int) -> tuple[ErrorCode, PartitionLog | None]:
+    log = ctx.cluster.partition(topic, index)
+    if log is None:
+        return ErrorCode.unknown_topic_or_partition, None
+    if ctx.cluster.leader(topic, index) != ctx.node_id:
+        return ErrorCode.not_leader_or_follower, None
+    return ErrorCode.none, log
+
+
+def _verify(
+    ctx: Context, transactional_id: str, log: PartitionLog, producer_id: int, epoch: int
+) -> ErrorCode:
+    """KIP-890 verification of a first transactional write, as the leader does it."""
+    cluster = ctx.cluster
+    if cluster.coordinator(1, transactional_id) not in cluster.running:
+        return ErrorCode.not_enough_replicas
+    tp = (log.topic, log.partition)
+    if ctx.version >= 12:
+        code = cluster.txn.add_partitions(transactional_id, producer_id, epoch, {tp})
+    else:
+        code = cluster.txn.verify_partition(transactional_id, producer_id, epoch, tp)
+    if code is ErrorCode.none:
+        return code
+    if code is ErrorCode.transaction_abortable:
+        return ErrorCode.transaction_abortable if ctx.version >= 11 else ErrorCode.invalid_txn_state
+    if code is ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if code in _VERIFY_RETRIABLE:
+        return ErrorCode.not_enough_replicas
+    return code
+
+
+def produce(ctx: Context, req: Any) -> Any:
+    """Produce v3-12 (v0-2 advertised for librdkafka feature detection, rejected).
+
+    Behaviour (Kafka's ``handleProduceRequest`` order): transactional batches without a
+    transactional id fail the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    invalid ``acks`` gives INVALID_REQUIRED_ACKS; per partition: unknown partition,
+    not-leader, batch validation (one v2 batch, CRC-32C, counts, size), one producer id
+    per request for transactional data, KIP-890 verification of a first transactional
+    write (v12 adds the partition implicitly), then idempotence checks (duplicates
+    acknowledged with their original offset). ``acks=0`` sends no response and closes
+    the connection if any partition failed.
+    """
+    cluster = ctx.cluster
+    mod = response_module(PRODUCE, ctx.version)
+    now = cluster.now_ms()
+    txn_id = req.transactional_id
+    any_txn = any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data)
+    whole_error = ErrorCode.none
+    if any_txn and txn_id is None:
+        whole_error = ErrorCode.transactional_id_authorization_failed
+    elif req.acks not in (-1, 0, 1):
+        whole_error = ErrorCode.invalid_required_acks
+    txn_pid: int | None = None
+    topics = []
+    failed = False
+    for topic in req.topic_data:
+        parts = []
+        for pdata in topic.partition_data:
+            code, message, base, append_time, log = whole_error, None, -1, -1, None
+            if code is ErrorCode.none:
+                code, log = _leader_error(ctx, topic.name, pdata.index)
+            if code is ErrorCode.none and log is not None:
+                topic_state = cluster.topics[topic.name]
+                max_bytes = int(topic_state.config_value("max.message.bytes"))
+                try:
+                    header = validate_client_batches(
+                        pdata.records or b"", max_message_bytes=max_bytes, api_version=ctx.version
+                    )
+                    verified = False
+                    if header.is_transactional:
+                        if txn_pid is None:
+                            txn_pid = header.producer_id
+                        elif txn_pid != header.producer_id:
+                            raise RecordError(
+                                ErrorCode.invalid_producer_id_mapping,
+                                "transactional batches of one request must share a producer id",
+                            )
+                        if not log.has_ongoing_transaction(
+                            header.producer_id, header.producer_epoch
+                        ):
+                            vcode = _verify(
+                                ctx, txn_id, log, header.producer_id, header.producer_epoch
+                            )
+                            if vcode is not ErrorCode.none:
+                                raise RecordError(vcode, "transaction verification failed")
+                            verified = True
+                    result = log.append_client_batch(
+                        header, pdata.records, now_ms=now, verified=verified
+                    )
+                    base, append_time = result.base_offset, result.log_append_time
+                except RecordError as exc:
+                    code, message = exc.code, str(exc)
+            failed = failed or code is not ErrorCode.none
+            parts.append(
+                build(
+                    mod.PartitionProduceResponse,
+                    index=pdata.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time=(
+                        datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
+                        if append_time >= 0
+                        else None
+                    ),
+                    log_start_offset=log.log_start_offset if log is not None else -1,
+                    record_errors=(),
+                    error_message=message,
+                )
+            )
+        topics.append(
+            build(mod.TopicProduceResponse, name=topic.name, partition_responses=tuple(parts))
+        )
+    cluster.notifier.fire()
+    if req.acks == 0:
+        return NoResponse(close=failed)
+    return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+def _fetch_partition(
+    ctx: Context, topic: str, part: Any, isolation: int, limit: int, first: bool
+) -> tuple[ErrorCode, PartitionLog | None, Any]:
+    code, log = _leader_error(ctx, topic, part.partition)
+    if code is not ErrorCode.none or log is None:
+        return code, None, None
+    requested_epoch = getattr(part, "current_leader_epoch", -1)
+    if requested_epoch >= 0 and requested_epoch != log.leader_epoch:
+        code = (
+            ErrorCode.unknown_leader_epoch
+            if requested_epoch > log.leader_epoch
+            else ErrorCode.fenced_leader_epoch
+        )
+        return code, log, None
+    try:
+        return (
+            ErrorCode.none,
+            log,
+            log.read(part.fetch_offset, limit, isolation, at_least_one=first),
+        )
+    except RecordError as exc:
+        return exc.code, log, None
+
+
+async def fetch(ctx: Context, req: Any) -> Any:
+    """Fetch v4-17.
+
+    Behaviour: topics by name (v4-12) or id (v13+, UNKNOWN_TOPIC_ID); per partition:
+    not-leader, leader-epoch checks (v9+), OFFSET_OUT_OF_RANGE outside
+    [log start, log end]; whole batches up to the LSO (read_committed) or high
+    watermark, at least one batch in the first non-empty partition (KIP-74); aborted
+    transactions overlapping the returned range for read_committed (an empty list, not
+    null, when there are none); long-poll until ``min_bytes`` visible bytes or
+    ``max_wait``. Exactly the requested partitions are answered. Simplification: no
+    fetch sessions (session id 0, as Kafka answers when it declines a session).
+    """
+    cluster = ctx.cluster
+    mod = response_module(FETCH, ctx.version)
+    isolation = getattr(req, "isolation_level", 0)
+    deadline = time.monotonic() + req.max_wait.total_seconds()
+    by_id = ctx.version >= 13
+    while True:
+        total = 0
+        topics = []
+        for ftopic in req.topics:
+            name = getattr(ftopic, "topic", None)
+            topic_error = ErrorCode.none
+            if by_id:
+                found = cluster.topics_by_id.get(ftopic.topic_id)
+                name = found.name if found else None
+                topic_error = ErrorCode.none if found else ErrorCode.unknown_topic_id
+            parts = []
+            for part in ftopic.partitions:
+                code, log, result = topic_error, None, None
+                if code is ErrorCode.none and name is not None:
+                    limit = min(part.partition_max_bytes, max(req.max_bytes - total, 0))
+                    code, log, result = _fetch_partition(
+                        ctx, name, part, isolation, limit, first=total == 0
+                    )
+                records = result.records if result else b""
+                total += len(records)
+                aborted = None
+                if result is not None and result.aborted is not None:
+                    aborted = tuple(
+                        build(
+                            mod.AbortedTransaction,
+                            producer_id=a.producer_id,
+                            first_offset=a.first_offset,
+                        )
+                        for a in result.aborted
+                    )
+                elif isolation == READ_COMMITTED:
+                    aborted = ()
+                parts.append(
+                    build(
+                        mod.PartitionData,
+                        partition_index=part.partition,
+                        error_code=code,
+                        high_watermark=log.high_watermark if log else -1,
+                        last_stable_offset=log.last_stable_offset if log else -1,
+                        log_start_offset=log.log_start_offset if log else -1,
+                        aborted_transactions=aborted,
+                        preferred_read_replica=-1,
+                        records=records,
+                    )
+                )
+            topics.append(
+                build(
+                    mod.FetchableTopicResponse,
+                    topic=name,
+                    topic_id=getattr(ftopic, "topic_id", None),
+                    partitions=tuple(parts),
+                )
+            )
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or remaining <= 0 or (total > 0 and req.min_bytes <= 1):
+            break
+        await cluster.notifier.wait(remaining)
+        if ctx.node_id not in cluster.running:
+            break
+    return build(
+        mod.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(topics),
+    )
+
+
+def list_offsets(ctx: Context, req: Any) -> Any:
+    """ListOffsets v1-10.
+
+    Behaviour: EARLIEST (-2) = log start; LATEST (-1) = LSO for read_committed, high
+    watermark otherwise (v1 is read_uncommitted); MAX_TIMESTAMP (-3, v7+); EARLIEST_LOCAL
+    (-4, v8+) = log start; a timestamp gives the first record at or after it below the
+    isolation bound, else -1/-1; duplicate partitions get INVALID_REQUEST; not-leader and
+    unknown partitions as Kafka.
+    """
+    mod = response_module(LIST_OFFSETS, ctx.version)
+    isolation = getattr(req, "isolation_level", 0)
+    topics = []
+    for topic in req.topics:
+        indexes = [p.partition_index for p in topic.partitions]
+        parts = []
+        for part in topic.partitions:
+            code, log = _leader_error(ctx, topic.name, part.partition_index)
+            offset, ts = -1, -1
+            if indexes.count(part.partition_index) > 1:
+                code = ErrorCode.invalid_request
+            if code is ErrorCode.none and log is not None:
+                target = part.timestamp
+                if target == EARLIEST or (target == EARLIEST_LOCAL and ctx.version >= 8):
+                    offset = log.log_start_offset
+                elif target == LATEST:
+                    offset = log.bound(isolation)
+                elif target == MAX_TIMESTAMP and ctx.version >= 7:
+                    offset, ts = log.max_timestamp_offset(isolation)
+                elif target >= 0:
+                    try:
+                        offset, ts = log.offset_for_timestamp(target, isolation)
+                    except RecordError as exc:
+                        code = exc.code
+                else:
+                    code = ErrorCode.unsupported_version
+            parts.append(
+                build(
+                    mod.ListOffsetsPartitionResponse,
+                    partition_index=part.partition_index,
+                    error_code=code,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=log.leader_epoch if log and offset >= 0 else -1,
+                )
+            )
+        topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(parts)))
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def delete_records(ctx: Context, req: Any) -> Any:
+    """DeleteRecords v0-2.
+
+    Behaviour: moves the log start offset to the given offset (-1 = high watermark);
+    an offset above the high watermark gets OFFSET_OUT_OF_RANGE; not-leader and unknown
+    partitions as Kafka. The new log start survives a restart.
+    """
+    mod = response_module(DELETE_RECORDS, ctx.version)
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for part in topic.partitions:
+            code, log = _leader_error(ctx, topic.name, part.partition_index)
+            low = -1
+            if code is ErrorCode.none and log is not None:
+                try:
+                    low = log.delete_records(part.offset)
+                except RecordError as exc:
+                    code = exc.code
+            parts.append(
+                build(
+                    mod.DeleteRecordsPartitionResult,
+                    partition_index=part.partition_index,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
+        topics.append(build(mod.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(parts)))
+    ctx.cluster.log_start_changed()
+    return build(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def describe_producers(ctx: Context, req: Any) -> Any:
+    """DescribeProducers v0: the active producer entries of each partition."""
+    mod = response_module(DESCRIBE_PRODUCERS, ctx.version)
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            code, log = _leader_error(ctx, topic.name, index)
+            producers = ()
+            if log is not None:
+                producers = tuple(
+                    build(
+                        mod.ProducerState,
+                        producer_id=pid,
+                        producer_epoch=entry.epoch,
+                        last_sequence=entry.last_seq,
+                        last_timestamp=entry.last_timestamp,
+                        coordinator_epoch=entry.coordinator_epoch,
+                        current_txn_start_offset=(
+                            -1 if entry.txn_first_offset is None else entry.txn_first_offset
+                        ),
+                    )
+                    for pid, entry in sorted(log.producers.items())
+                )
+            parts.append(
+                build(
+                    mod.PartitionResponse,
+                    partition_index=index,
+                    error_code=code,
+                    error_message=None,
+                    active_producers=producers,
+                )
+            )
+        topics.append(build(mod.TopicResponse, name=topic.name, partitions=tuple(parts)))
+    return build(mod.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
+    """OffsetForLeaderEpoch v2-4.
+
+    Behaviour: the current leader epoch maps to the log end offset. Simplification: the
+    broker does not remember where earlier epochs ended, so an older epoch also maps to
+    the log end (no truncation is ever needed: there is one replica).
+    """
+    mod = response_module(OFFSET_FOR_LEADER_EPOCH, ctx.version)
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for part in topic.partitions:
+            code, log = _leader_error(ctx, topic.topic, part.partition)
+            epoch, end = -1, -1
+            if log is not None:
+                if part.current_leader_epoch > log.leader_epoch:
+                    code = ErrorCode.unknown_leader_epoch
+                elif 0 <= part.current_leader_epoch < log.leader_epoch:
+                    code = ErrorCode.fenced_leader_epoch
+                else:
+                    epoch, end = min(part.leader_epoch, log.leader_epoch), log.log_end_offset
+            parts.append(
+                build(
+                    mod.EpochEndOffset,
+                    error_code=code,
+                    partition=part.partition,
+                    leader_epoch=epoch,
+                    end_offset=end,
+                )
+            )
+        topics.append(
+            build(mod.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(parts))
+        )
+    return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+SPECS = (
+    ApiSpec(PRODUCE, "Produce", 0, 12, produce, min_accepted=3),
+    ApiSpec(FETCH, "Fetch", 4, 17, fetch),
+    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets),
+    ApiSpec(DELETE_RECORDS, "DeleteRecords", 0, 2, delete_records),
+    ApiSpec(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch),
+    ApiSpec(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, describe_producers),
+)

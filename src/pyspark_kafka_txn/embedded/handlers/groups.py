@@ -1,0 +1,176 @@
+"""Group offset APIs: OffsetCommit and OffsetFetch (membership APIs join them here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
+from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+
+
+def _group_error(ctx: Context, group: str | None) -> ErrorCode:
+    if not group:
+        return ErrorCode.invalid_group_id
+    if ctx.cluster.coordinator(COORDINATOR_GROUP, group) != ctx.node_id:
+        return ErrorCode.not_coordinator
+    return ErrorCode.none
+
+
+def offset_commit(ctx: Context, req: Any) -> Any:
+    """OffsetCommit v2-9.
+
+    Behaviour: empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; member and
+    generation validated by the membership state (generation -1 with no member id is
+    accepted for a group without members); unknown topics/partitions get
+    UNKNOWN_TOPIC_OR_PARTITION while the others are committed; metadata over 4096
+    characters OFFSET_METADATA_TOO_LARGE. The offset value itself is not validated.
+    """
+    cluster = ctx.cluster
+    mod = response_module(OFFSET_COMMIT, ctx.version)
+    group = req.group_id
+    top = _group_error(ctx, group)
+    if top is ErrorCode.none:
+        top = cluster.membership.validate_offset_commit(
+            group,
+            req.generation_id_or_member_epoch,
+            req.member_id or "",
+            getattr(req, "group_instance_id", None),
+            transactional=False,
+        )
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            code = top
+            if code is ErrorCode.none:
+                if cluster.partition(topic.name, p.partition_index) is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                elif len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    cluster.offsets.commit(
+                        group,
+                        (topic.name, p.partition_index),
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+            parts.append(
+                build(
+                    mod.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                )
+            )
+        topics.append(
+            build(mod.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
+        )
+    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _fetch_group(
+    ctx: Context,
+    mod: Any,
+    group: str,
+    topics: Any,
+    require_stable: bool,
+    names: tuple[str, str, str],
+) -> tuple[ErrorCode, tuple[Any, ...]]:
+    topic_cls, part_cls, _ = names
+    top = _group_error(ctx, group)
+    offsets = ctx.cluster.offsets
+    if top is not ErrorCode.none:
+        return top, ()
+    if topics is None:
+        wanted: dict[str, list[int]] = {}
+        for t, p in offsets.committed_partitions(group):
+            wanted.setdefault(t, []).append(p)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in topics}
+    out = []
+    for name, indexes in wanted.items():
+        parts = []
+        for index in indexes:
+            code, value = offsets.fetch(group, (name, index), require_stable=require_stable)
+            parts.append(
+                build(
+                    getattr(mod, part_cls),
+                    partition_index=index,
+                    committed_offset=value.offset if value else -1,
+                    committed_leader_epoch=value.leader_epoch if value else -1,
+                    metadata=(value.metadata if value else "") or "",
+                    error_code=code,
+                )
+            )
+        out.append(build(getattr(mod, topic_cls), name=name, partitions=tuple(parts)))
+    return ErrorCode.none, tuple(out)
+
+
+def offset_fetch(ctx: Context, req: Any) -> Any:
+    """OffsetFetch v1-9.
+
+    Behaviour: committed offsets (-1 when none, no error, no topic check); a null topic
+    list returns every partition with a committed offset; with RequireStable (v7+) a
+    partition with a staged transactional offset gets UNSTABLE_OFFSET_COMMIT; v8+ is
+    batched by group.
+    """
+    mod = response_module(OFFSET_FETCH, ctx.version)
+    stable = getattr(req, "require_stable", False)
+    if ctx.version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _fetch_group(
+                ctx,
+                mod,
+                g.group_id,
+                g.topics,
+                stable,
+                ("OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", ""),
+            )
+            groups.append(
+                build(
+                    mod.OffsetFetchResponseGroup,
+                    group_id=g.group_id,
+                    topics=topics,
+                    error_code=code,
+                )
+            )
+        return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    code, topics = _fetch_group(
+        ctx,
+        mod,
+        req.group_id,
+        req.topics,
+        stable,
+        ("OffsetFetchResponseTopic", "OffsetFetchResponsePartition", ""),
+    )
+    if code is not ErrorCode.none and ctx.version < 2:
+        # v0-1 have no top-level error: report it on every requested partition.
+        topics = tuple(
+            build(
+                mod.OffsetFetchResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    build(
+                        mod.OffsetFetchResponsePartition,
+                        partition_index=i,
+                        committed_offset=-1,
+                        metadata="",
+                        error_code=code,
+                    )
+                    for i in t.partition_indexes
+                ),
+            )
+            for t in req.topics or ()
+        )
+    return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=code)
+
+
+SPECS = (
+    ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit),
+    ApiSpec(OFFSET_FETCH, "OffsetFetch", 1, 9, offset_fetch),
+)

@@ -1,0 +1,345 @@
+"""Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit, DescribeTransactions, ListTransactions."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.groups import (
+    OFFSET_METADATA_MAX_BYTES,
+    OFFSETS_TOPIC,
+    coordinator_partition,
+)
+from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
+
+INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+
+
+def _fenced_for_old(version: int, code: ErrorCode, first_new: int) -> ErrorCode:
+    """Requests below ``first_new`` report PRODUCER_FENCED as INVALID_PRODUCER_EPOCH."""
+    if code is ErrorCode.producer_fenced and version < first_new:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+def _not_coordinator(ctx: Context, key_type: int, key: str) -> bool:
+    return ctx.cluster.coordinator(key_type, key) != ctx.node_id
+
+
+def init_producer_id(ctx: Context, req: Any) -> Any:
+    """InitProducerId v0-5.
+
+    Behaviour: a null transactional id allocates a fresh producer id (idempotent
+    producer); otherwise the coordinator bumps the epoch (fencing), aborts an ongoing
+    transaction first (CONCURRENT_TRANSACTIONS until done), validates the timeout
+    against ``transaction.max.timeout.ms`` and the expected id/epoch (v3+). v<4 reports
+    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Sent to a node that is not the
+    transaction coordinator: NOT_COORDINATOR.
+    """
+    mod = response_module(INIT_PRODUCER_ID, ctx.version)
+    tid = req.transactional_id
+    if tid and _not_coordinator(ctx, COORDINATOR_TXN, tid):
+        result = TxnResult(ErrorCode.not_coordinator)
+    else:
+        result = ctx.cluster.txn.init_producer_id(
+            tid,
+            int(req.transaction_timeout.total_seconds() * 1000),
+            getattr(req, "producer_id", -1),
+            getattr(req, "producer_epoch", -1),
+        )
+    return build(
+        mod.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=_fenced_for_old(ctx.version, result.error, 4),
+        producer_id=result.producer_id,
+        producer_epoch=result.epoch,
+    )
+
+
+def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
+    """AddPartitionsToTxn v0-3 (the client path).
+
+    Behaviour: any unknown partition fails the whole request (those partitions
+    UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED, nothing added);
+    otherwise the coordinator's single answer is copied to every partition. v<2 reports
+    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Simplification: the broker-to-broker
+    batched form (v4+) is not served; verification happens in-process.
+    """
+    mod = response_module(ADD_PARTITIONS, ctx.version)
+    cluster = ctx.cluster
+    tid = req.v3_and_below_transactional_id
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    unknown = {tp for tp in wanted if cluster.partition(*tp) is None}
+    if unknown:
+        codes = {
+            tp: ErrorCode.unknown_topic_or_partition
+            if tp in unknown
+            else ErrorCode.operation_not_attempted
+            for tp in wanted
+        }
+    else:
+        if _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
+            code = ErrorCode.not_coordinator
+        else:
+            code = cluster.txn.add_partitions(
+                tid,
+                req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch,
+                set(wanted),
+            )
+        code = _fenced_for_old(ctx.version, code, 2)
+        codes = dict.fromkeys(wanted, code)
+    results = tuple(
+        build(
+            mod.AddPartitionsToTxnTopicResult,
+            name=t.name,
+            results_by_partition=tuple(
+                build(
+                    mod.AddPartitionsToTxnPartitionResult,
+                    partition_index=p,
+                    partition_error_code=codes[(t.name, p)],
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in req.v3_and_below_topics
+    )
+    return build(
+        mod.AddPartitionsToTxnResponse,
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=results,
+    )
+
+
+def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
+    """AddOffsetsToTxn v0-4.
+
+    Behaviour: adds the group's ``__consumer_offsets`` partition
+    (``abs(hashCode(group)) % 50``) to the transaction with the AddPartitions rules;
+    empty group id: INVALID_GROUP_ID; v<2 reports PRODUCER_FENCED as
+    INVALID_PRODUCER_EPOCH.
+    """
+    mod = response_module(ADD_OFFSETS, ctx.version)
+    if not req.group_id:
+        code = ErrorCode.invalid_group_id
+    elif _not_coordinator(ctx, COORDINATOR_TXN, req.transactional_id or ""):
+        code = ErrorCode.not_coordinator
+    else:
+        tp = (OFFSETS_TOPIC, coordinator_partition(req.group_id))
+        code = ctx.cluster.txn.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch, {tp}
+        )
+    return build(
+        mod.AddOffsetsToTxnResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=_fenced_for_old(ctx.version, code, 2),
+    )
+
+
+def end_txn(ctx: Context, req: Any) -> Any:
+    """EndTxn v0-5.
+
+    Behaviour: the TV1 table for v0-4 and the TV2 table (epoch bump on every
+    completion, new epoch returned) for v5+, as in ``TransactionCoordinator``; the
+    reply comes once Prepare* is logged, markers follow asynchronously. v<2 reports
+    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+    """
+    mod = response_module(END_TXN, ctx.version)
+    tid = req.transactional_id
+    if _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
+        result = TxnResult(ErrorCode.not_coordinator)
+    else:
+        result = ctx.cluster.txn.end_txn(
+            tid, req.producer_id, req.producer_epoch, req.committed, tv2=ctx.version >= 5
+        )
+    ok = result.error is ErrorCode.none
+    return build(
+        mod.EndTxnResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=_fenced_for_old(ctx.version, result.error, 2),
+        producer_id=result.producer_id if ok else -1,
+        producer_epoch=result.epoch if ok else -1,
+    )
+
+
+_TXN_COMMIT_VERIFY_MAP = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.concurrent_transactions: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_not_available: ErrorCode.coordinator_not_available,
+}
+
+
+def txn_offset_commit(ctx: Context, req: Any) -> Any:
+    """TxnOffsetCommit v0-5.
+
+    Behaviour: sent to the group coordinator (NOT_COORDINATOR otherwise); empty group
+    id: INVALID_GROUP_ID; unknown topics/partitions: UNKNOWN_TOPIC_OR_PARTITION for
+    those; the group's offsets partition must be in the transaction (v5 adds it
+    implicitly), else INVALID_TXN_STATE (v<=3) / TRANSACTION_ABORTABLE (v4); member and
+    generation validated as Kafka does for transactional commits; metadata over 4096
+    characters: OFFSET_METADATA_TOO_LARGE. Accepted offsets are staged until the
+    transaction's marker.
+    """
+    mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
+    cluster = ctx.cluster
+    group = req.group_id
+    part = coordinator_partition(group) if group else -1
+    top_error = ErrorCode.none
+    if not group:
+        top_error = ErrorCode.invalid_group_id
+    elif _not_coordinator(ctx, COORDINATOR_GROUP, group):
+        top_error = ErrorCode.not_coordinator
+    else:
+        tp = (OFFSETS_TOPIC, part)
+        if ctx.version >= 5:
+            code = cluster.txn.add_partitions(
+                req.transactional_id, req.producer_id, req.producer_epoch, {tp}
+            )
+        else:
+            code = cluster.txn.verify_partition(
+                req.transactional_id, req.producer_id, req.producer_epoch, tp
+            )
+            if code is ErrorCode.transaction_abortable and ctx.version <= 3:
+                code = ErrorCode.invalid_txn_state
+        top_error = _TXN_COMMIT_VERIFY_MAP.get(code, code)
+        if top_error is ErrorCode.none:
+            top_error = cluster.membership.validate_offset_commit(
+                group,
+                getattr(req, "generation_id", -1),
+                getattr(req, "member_id", ""),
+                getattr(req, "group_instance_id", None),
+                transactional=True,
+            )
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            code = top_error
+            if code is ErrorCode.none:
+                if cluster.partition(topic.name, p.partition_index) is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                elif len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    cluster.offsets.stage(
+                        group,
+                        req.producer_id,
+                        (topic.name, p.partition_index),
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+            parts.append(
+                build(
+                    mod.TxnOffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                )
+            )
+        topics.append(
+            build(mod.TxnOffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
+        )
+    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def describe_transactions(ctx: Context, req: Any) -> Any:
+    """DescribeTransactions v0: state, timeout, start time, producer id/epoch, partitions.
+
+    Unknown (or expired) ids: TRANSACTIONAL_ID_NOT_FOUND; empty id: INVALID_REQUEST;
+    ids coordinated by another node: NOT_COORDINATOR.
+    """
+    mod = response_module(DESCRIBE_TRANSACTIONS, ctx.version)
+    states = []
+    for tid in req.transactional_ids:
+        meta = None
+        if not tid:
+            code = ErrorCode.invalid_request
+        elif _not_coordinator(ctx, COORDINATOR_TXN, tid):
+            code = ErrorCode.not_coordinator
+        else:
+            meta = ctx.cluster.txn.describe(tid)
+            code = ErrorCode.none if meta else ErrorCode.transactional_id_not_found
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(meta.partitions) if meta else ():
+            by_topic.setdefault(topic, []).append(p)
+        states.append(
+            build(
+                mod.TransactionState,
+                error_code=code,
+                transactional_id=tid,
+                transaction_state=meta.state.value if meta else "",
+                transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
+                transaction_start_time=(
+                    datetime.datetime.fromtimestamp(meta.start_ms / 1000, tz=datetime.UTC)
+                    if meta and meta.start_ms >= 0
+                    else None
+                ),
+                producer_id=meta.producer_id if meta else -1,
+                producer_epoch=meta.epoch if meta else -1,
+                topics=tuple(
+                    build(mod.TopicData, topic=t, partitions=tuple(ps))
+                    for t, ps in by_topic.items()
+                ),
+            )
+        )
+    return build(
+        mod.DescribeTransactionsResponse,
+        throttle_time=NO_THROTTLE,
+        transaction_states=tuple(states),
+    )
+
+
+def list_transactions(ctx: Context, req: Any) -> Any:
+    """ListTransactions v0-1: the transactions this node coordinates, filtered.
+
+    Filters are AND-ed: state names (unknown ones echoed in ``unknown_state_filters``),
+    producer ids, and (v1) a minimum running duration. Dead ids are never listed.
+    """
+    mod = response_module(LIST_TRANSACTIONS, ctx.version)
+    valid = {s.value for s in TxnState}
+    unknown = tuple(s for s in req.state_filters if s not in valid)
+    states = set(req.state_filters) - set(unknown)
+    pids = set(req.producer_id_filters)
+    duration_ms = getattr(req, "duration_filter", -1)
+    now = ctx.cluster.now_ms()
+    rows = []
+    for tid, meta in sorted(ctx.cluster.txn.txns.items()):
+        if meta.state is TxnState.DEAD or _not_coordinator(ctx, COORDINATOR_TXN, tid):
+            continue
+        if req.state_filters and meta.state.value not in states:
+            continue
+        if pids and meta.producer_id not in pids:
+            continue
+        if duration_ms >= 0 and not (meta.start_ms >= 0 and now - meta.start_ms > duration_ms):
+            continue
+        rows.append(
+            build(
+                mod.TransactionState,
+                transactional_id=tid,
+                producer_id=meta.producer_id,
+                transaction_state=meta.state.value,
+            )
+        )
+    return build(
+        mod.ListTransactionsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        unknown_state_filters=unknown,
+        transaction_states=tuple(rows),
+    )
+
+
+SPECS = (
+    ApiSpec(INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id),
+    ApiSpec(ADD_PARTITIONS, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn),
+    ApiSpec(ADD_OFFSETS, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn),
+    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn),
+    ApiSpec(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, txn_offset_commit),
+    ApiSpec(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, describe_transactions),
+    ApiSpec(LIST_TRANSACTIONS, "ListTransactions", 0, 1, list_transactions),
+)

@@ -1,0 +1,451 @@
+"""One partition's log: offsets, high watermark, LSO, producer state, aborted index.
+
+Semantics follow Kafka's ``UnifiedLog`` / ``ProducerStateManager`` on a single-replica
+partition (so the high watermark equals the log end offset after every append):
+
+* idempotence: per producer id the last five batches are remembered; an exact
+  duplicate is acknowledged with its original offset, a gap or an old epoch is an
+  error (OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH);
+* transactions: the first offset of each open transaction pins the Last Stable
+  Offset; an ABORT marker adds an entry to the aborted-transaction index;
+* reads return whole batches, bounded by the LSO (read_committed) or the high
+  watermark (read_uncommitted), with the aborted transactions that overlap them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import crc32c
+
+from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.records import (
+    ATTR_TIMESTAMP_TYPE,
+    CRC_START,
+    BatchHeader,
+    RecordError,
+    control_batch,
+    control_type,
+    iter_headers,
+    read_header,
+    record_timestamps,
+    stamp,
+)
+
+logger = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+BATCHES_TO_RETAIN = 5
+
+
+@dataclass(slots=True)
+class BatchEntry:
+    """Index entry of one stored batch."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size: int
+    max_timestamp: int
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+
+
+class BatchMeta(NamedTuple):
+    """What the duplicate cache remembers about a producer's recent batch."""
+
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """Per-(partition, producer id) state, as ``ProducerStateEntry``."""
+
+    epoch: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    txn_first_offset: int | None = None
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+
+
+class AbortedTxn(NamedTuple):
+    """An entry of the aborted-transaction index."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the ABORT marker
+    last_stable_offset: int
+
+
+class AppendResult(NamedTuple):
+    """Where a produced batch landed (or had landed, for a duplicate)."""
+
+    base_offset: int
+    log_append_time: int
+    duplicate: bool
+
+
+class ReadResult(NamedTuple):
+    """What a Fetch gets from one partition."""
+
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[AbortedTxn] | None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 2**31 - 1)
+
+
+class PartitionLog:
+    """The log of one topic partition.
+
+    Parameters
+    ----------
+    topic, partition
+        Identity, used in log and error messages.
+    leader_epoch
+        Written into every stored batch.
+    sink
+        Optional callable that receives every appended batch's bytes (persistence).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        leader_epoch: int = 0,
+        log_append_time: bool = False,
+        sink: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.log_append_time = log_append_time
+        self.data = bytearray()
+        self.entries: list[BatchEntry] = []
+        self._last_offsets: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.producers: dict[int, ProducerEntry] = {}
+        self.aborted: list[AbortedTxn] = []
+        self._sink = sink
+
+    # --- offsets ------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        firsts = [
+            p.txn_first_offset for p in self.producers.values() if p.txn_first_offset is not None
+        ]
+        return min(firsts) if firsts else self.high_watermark
+
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.txn_first_offset is not None and entry.epoch == epoch
+
+    # --- appends ------------------------------------------------------------------
+
+    def append_client_batch(
+        self, header: BatchHeader, records: bytes, *, now_ms: int, verified: bool
+    ) -> AppendResult:
+        """Validate producer state and append one client batch.
+
+        ``verified`` says the transaction coordinator confirmed this partition is part of
+        the producer's ongoing transaction (needed for the first transactional write).
+        """
+        pid = header.producer_id
+        entry = self.producers.get(pid) if pid >= 0 else None
+        if pid >= 0:
+            dup = self._check_producer(header, entry, verified)
+            if dup is not None:
+                return AppendResult(dup.base_offset, -1, True)
+        buf = bytearray(records)
+        log_append_time = -1
+        max_timestamp = header.max_timestamp
+        if self.log_append_time:
+            log_append_time = now_ms
+            max_timestamp = now_ms
+            attrs = header.attributes | ATTR_TIMESTAMP_TYPE
+            struct.pack_into(">h", buf, CRC_START, attrs)
+            struct.pack_into(">q", buf, CRC_START + 14, now_ms)
+            struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[CRC_START:]))
+        base = self._store(buf, header, max_timestamp)
+        if pid >= 0:
+            if entry is None:
+                entry = ProducerEntry()
+                self.producers[pid] = entry
+            entry.set_epoch(header.producer_epoch)
+            entry.batches.append(
+                BatchMeta(
+                    header.base_sequence,
+                    header.last_sequence,
+                    base,
+                    base + header.last_offset_delta,
+                    max_timestamp,
+                )
+            )
+            entry.last_timestamp = max_timestamp
+            if header.is_transactional and entry.txn_first_offset is None:
+                entry.txn_first_offset = base
+        return AppendResult(base, log_append_time, False)
+
+    def _check_producer(
+        self, header: BatchHeader, entry: ProducerEntry | None, verified: bool
+    ) -> BatchMeta | None:
+        epoch = header.producer_epoch
+        if entry is not None:
+            if epoch < entry.epoch:
+                raise RecordError(
+                    ErrorCode.invalid_producer_epoch,
+                    f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch} "
+                    f"on {self.topic}-{self.partition}",
+                )
+            if not header.is_transactional and entry.txn_first_offset is not None:
+                raise RecordError(
+                    ErrorCode.invalid_txn_state,
+                    "non-transactional batch from a producer with an open transaction",
+                )
+            if epoch == entry.epoch:
+                for meta in entry.batches:
+                    if meta.first_seq == header.base_sequence and meta.last_seq == (
+                        header.last_sequence
+                    ):
+                        return meta
+            if entry.epoch != -1:
+                if epoch != entry.epoch:
+                    if header.base_sequence != 0:
+                        raise RecordError(
+                            ErrorCode.out_of_order_sequence_number,
+                            f"new epoch {epoch} must start at sequence 0, "
+                            f"got {header.base_sequence}",
+                        )
+                elif not _in_sequence(entry.last_seq, header.base_sequence):
+                    raise RecordError(
+                        ErrorCode.out_of_order_sequence_number,
+                        f"out of order sequence {header.base_sequence} after {entry.last_seq} "
+                        f"for producer {header.producer_id} on {self.topic}-{self.partition}",
+                    )
+        if (
+            header.is_transactional
+            and not verified
+            and not self.has_ongoing_transaction(header.producer_id, epoch)
+        ):
+            raise RecordError(
+                ErrorCode.invalid_txn_state, "record was not part of an ongoing transaction"
+            )
+        return None
+
+    def append_marker(
+        self, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> int:
+        """Append a COMMIT/ABORT marker for ``producer_id``; return its offset."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise RecordError(
+                ErrorCode.invalid_producer_epoch,
+                f"marker epoch {epoch} older than producer epoch {entry.epoch}",
+            )
+        buf = control_batch(
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=now_ms,
+        )
+        header = next(iter_headers(buf))
+        offset = self._store(buf, header, now_ms)
+        self._apply_marker(producer_id, epoch, commit, coordinator_epoch, offset)
+        return offset
+
+    def _apply_marker(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, offset: int
+    ) -> None:
+        entry = self.producers.setdefault(producer_id, ProducerEntry())
+        entry.set_epoch(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        first = entry.txn_first_offset
+        entry.txn_first_offset = None
+        if first is not None and not commit:
+            self.aborted.append(AbortedTxn(producer_id, first, offset, self.last_stable_offset))
+
+    def _store(self, buf: bytearray, header: BatchHeader, max_timestamp: int) -> int:
+        base = self.log_end_offset
+        stamp(buf, 0, base, self.leader_epoch)
+        position = len(self.data)
+        self.data += buf
+        last = base + header.last_offset_delta
+        self.entries.append(
+            BatchEntry(
+                base,
+                last,
+                position,
+                len(buf),
+                max_timestamp,
+                header.producer_id,
+                header.is_transactional,
+                header.is_control,
+            )
+        )
+        self._last_offsets.append(last)
+        self.log_end_offset = last + 1
+        if self._sink is not None:
+            self._sink(bytes(buf))
+        return base
+
+    def load(self, data: bytes) -> None:
+        """Rebuild the log from stored batch bytes (recovery after a restart)."""
+        for header in iter_headers(data):
+            chunk = bytearray(data[header.position : header.position + header.size])
+            if header.base_offset < self.log_end_offset:
+                raise RecordError(
+                    ErrorCode.corrupt_message,
+                    f"stored batch at {header.base_offset} overlaps the log end "
+                    f"{self.log_end_offset}",
+                )
+            self.log_end_offset = header.base_offset
+            sink, self._sink = self._sink, None
+            try:
+                base = self._store(chunk, header, header.max_timestamp)
+            finally:
+                self._sink = sink
+            pid = header.producer_id
+            if header.is_control:
+                commit = control_type(chunk, next(iter_headers(chunk))) == 1
+                self._apply_marker(pid, header.producer_epoch, commit, -1, base)
+            elif pid >= 0:
+                entry = self.producers.setdefault(pid, ProducerEntry())
+                entry.set_epoch(header.producer_epoch)
+                entry.batches.append(
+                    BatchMeta(
+                        header.base_sequence,
+                        header.last_sequence,
+                        base,
+                        base + header.last_offset_delta,
+                        header.max_timestamp,
+                    )
+                )
+                if header.is_transactional and entry.txn_first_offset is None:
+                    entry.txn_first_offset = base
+
+    # --- reads --------------------------------------------------------------------
+
+    def bound(self, isolation_level: int) -> int:
+        """Highest offset (exclusive) visible at ``isolation_level``."""
+        if isolation_level == READ_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    def read(
+        self, offset: int, max_bytes: int, isolation_level: int, *, at_least_one: bool = True
+    ) -> ReadResult:
+        """Read whole batches from ``offset`` within ``max_bytes``.
+
+        With ``at_least_one`` the first visible batch is returned even if it is larger
+        than ``max_bytes`` (KIP-74), so a consumer can always make progress.
+
+        Raises
+        ------
+        RecordError
+            OFFSET_OUT_OF_RANGE when ``offset`` is below the log start or past the end.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise RecordError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}",
+            )
+        bound = self.bound(isolation_level)
+        aborted: list[AbortedTxn] | None = [] if isolation_level == READ_COMMITTED else None
+        hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
+        if offset >= bound:
+            return ReadResult(b"", hw, lso, start, aborted)
+        first = bisect.bisect_left(self._last_offsets, offset)
+        last = first
+        total = 0
+        while last < len(self.entries):
+            entry = self.entries[last]
+            if entry.last_offset >= bound:
+                break
+            if (total or not at_least_one) and total + entry.size > max_bytes:
+                break
+            total += entry.size
+            last += 1
+        if last == first:
+            return ReadResult(b"", hw, lso, start, aborted)
+        begin = self.entries[first].position
+        end_entry = self.entries[last - 1]
+        records = bytes(self.data[begin : end_entry.position + end_entry.size])
+        if aborted is not None:
+            upper = end_entry.last_offset + 1
+            aborted = [
+                a for a in self.aborted if a.last_offset >= offset and a.first_offset < upper
+            ]
+        return ReadResult(records, hw, lso, start, aborted)
+
+    def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int]:
+        """First record with timestamp >= ``timestamp``: ``(offset, ts)`` or ``(-1, -1)``."""
+        bound = self.bound(isolation_level)
+        for entry in self.entries:
+            if entry.last_offset < self.log_start_offset or entry.is_control:
+                continue
+            if entry.max_timestamp < timestamp:
+                continue
+            header = read_header(self.data, entry.position)
+            for off, ts in record_timestamps(self.data, header):
+                if off >= self.log_start_offset and ts >= timestamp:
+                    if off >= bound:
+                        return -1, -1
+                    return off, ts
+        return -1, -1
+
+    def max_timestamp_offset(self, isolation_level: int) -> tuple[int, int]:
+        """Offset and timestamp of the record with the largest timestamp (ListOffsets -3)."""
+        best = (-1, -1)
+        bound = self.bound(isolation_level)
+        for entry in self.entries:
+            if entry.is_control or entry.last_offset >= bound:
+                continue
+            if entry.max_timestamp > best[1]:
+                best = (entry.last_offset, entry.max_timestamp)
+        return best
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); ``-1`` means the high watermark."""
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise RecordError(
+                ErrorCode.offset_out_of_range,
+                f"cannot delete records before {offset} in {self.topic}-{self.partition} "
+                f"(high watermark {self.high_watermark})",
+            )
+        self.log_start_offset = max(self.log_start_offset, target)
+        return self.log_start_offset

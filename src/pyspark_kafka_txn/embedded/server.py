@@ -1,0 +1,179 @@
+"""One broker node: a TCP listener speaking the Kafka protocol.
+
+Requests of one connection are handled one at a time, in order (Kafka mutes a channel
+until its response is sent), which also keeps responses in correlation-id order for
+pipelining clients. Unsupported API keys or versions close the connection, as Kafka's
+``SocketServer`` does, except ApiVersions, which gets the KIP-511 v0 fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+import struct
+from typing import Any
+
+from pyspark_kafka_txn.embedded.cluster import Cluster
+from pyspark_kafka_txn.embedded.dispatch import ApiSpec, Context, NoResponse
+from pyspark_kafka_txn.embedded.faults import FaultAction, FaultRule
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    ProtocolDecodeError,
+    build,
+    decode_request,
+    encode_response,
+    peek_header,
+    response_module,
+)
+
+logger = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes
+
+
+class _CloseConnectionError(Exception):
+    """Close the connection without answering."""
+
+
+def _replace_errors(body: Any, code: ErrorCode) -> Any:
+    """Copy of a response entity with every error code set to ``code``."""
+    if isinstance(body, tuple):
+        return tuple(_replace_errors(item, code) for item in body)
+    if not dataclasses.is_dataclass(body) or isinstance(body, type):
+        return body
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(body):
+        value = getattr(body, f.name)
+        if f.name.endswith("error_code") and isinstance(value, ErrorCode):
+            changes[f.name] = code
+        elif isinstance(value, tuple) or dataclasses.is_dataclass(value):
+            changes[f.name] = _replace_errors(value, code)
+    return dataclasses.replace(body, **changes)
+
+
+class BrokerServer:
+    """The listener of broker ``node_id``."""
+
+    def __init__(self, cluster: Cluster, node_id: int, apis: dict[int, ApiSpec]) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.apis = apis
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        bound = int(self._server.sockets[0].getsockname()[1])
+        self.cluster.addresses[self.node_id] = (host, bound)
+        self.cluster.running.add(self.node_id)
+        logger.info("broker %d listening on %s:%d", self.node_id, host, bound)
+        return bound
+
+    async def stop(self) -> None:
+        self.cluster.running.discard(self.node_id)
+        if self._server is not None:
+            self._server.close()
+        self.drop_connections()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        self.cluster.notifier.fire()
+
+    def drop_connections(self) -> int:
+        count = len(self._connections)
+        for writer in list(self._connections):
+            writer.transport.abort()
+        self._connections.clear()
+        return count
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections.add(writer)
+        try:
+            while True:
+                size_bytes = await reader.readexactly(4)
+                (size,) = struct.unpack(">i", size_bytes)
+                if size < 0 or size > MAX_FRAME:
+                    logger.warning("closing connection: frame size %d", size)
+                    return
+                frame = await reader.readexactly(size)
+                response = await self._handle(frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, _CloseConnectionError):
+            pass
+        finally:
+            self._connections.discard(writer)
+            writer.transport.abort()
+
+    async def _handle(self, frame: bytes) -> bytes | None:
+        api_key, version, correlation_id = peek_header(frame)
+        spec = self.apis.get(api_key)
+        if spec is None:
+            logger.warning("closing connection: unsupported api key %d", api_key)
+            raise _CloseConnectionError
+        if not spec.accepts(version):
+            if api_key == API_VERSIONS and version > spec.max_version:
+                return self._api_versions_fallback(spec, correlation_id)
+            logger.warning("closing connection: %s v%d is not supported", spec.name, version)
+            raise _CloseConnectionError
+        try:
+            request = decode_request(frame)
+        except ProtocolDecodeError as exc:
+            logger.warning("closing connection: %s", exc)
+            raise _CloseConnectionError from exc
+        fault = self.cluster.faults.take(api_key, self.node_id)
+        ctx = Context(self.cluster, self.node_id, api_key, version, request.client_id, self.apis)
+        if fault is not None:
+            early = await self._apply_fault_before(fault, ctx, spec, request.body)
+            if early is not None:
+                return encode_response(api_key, version, correlation_id, early)
+        try:
+            body = spec.handler(ctx, request.body)
+            if inspect.isawaitable(body):
+                body = await body
+        except Exception as exc:
+            self.cluster.internal_errors.append(f"{spec.name} v{version}: {exc!r}")
+            logger.exception("%s v%d failed; closing the connection", spec.name, version)
+            raise _CloseConnectionError from exc
+        if fault is not None and fault.action is FaultAction.DROP_AFTER:
+            raise _CloseConnectionError
+        if fault is not None and fault.action is FaultAction.ERROR_AFTER:
+            body = _replace_errors(body, fault.error)
+        if isinstance(body, NoResponse):
+            if body.close:
+                raise _CloseConnectionError
+            return None
+        logger.debug("api=%s v%d corr=%d", spec.name, version, correlation_id)
+        return encode_response(api_key, version, correlation_id, body)
+
+    async def _apply_fault_before(
+        self, fault: FaultRule, ctx: Context, spec: ApiSpec, body: Any
+    ) -> Any:
+        if fault.action is FaultAction.DELAY:
+            await asyncio.sleep(fault.delay_s)
+            return None
+        if fault.action is FaultAction.DROP:
+            raise _CloseConnectionError
+        if fault.action is FaultAction.ERROR and spec.error_response is not None:
+            return spec.error_response(ctx, body, fault.error)
+        return None
+
+    def _api_versions_fallback(self, spec: ApiSpec, correlation_id: int) -> bytes:
+        mod = response_module(API_VERSIONS, 0)
+        body = build(
+            mod.ApiVersionsResponse,
+            error_code=ErrorCode.unsupported_version,
+            api_keys=(
+                build(
+                    mod.ApiVersion,
+                    api_key=API_VERSIONS,
+                    min_version=spec.min_version,
+                    max_version=spec.max_version,
+                ),
+            ),
+        )
+        return encode_response(API_VERSIONS, 0, correlation_id, body)

@@ -1,0 +1,429 @@
+"""The transaction coordinator: producer ids, epochs, the KIP-98 state machine.
+
+Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata``
+(see ``shared/reference/kafka-broker-semantics.md`` §2):
+
+* ``InitProducerId`` bumps the epoch (fencing older producers) and, when a
+  transaction is ongoing, aborts it server-side and answers CONCURRENT_TRANSACTIONS
+  until the abort is complete;
+* ``EndTxn`` persists PrepareCommit/PrepareAbort, replies at once, and writes the
+  markers asynchronously (the window in which read_committed readers do not yet see the
+  data and retries get CONCURRENT_TRANSACTIONS is real, and can be widened with
+  ``marker_delay_s``);
+* transaction version 2 (EndTxn v5+) bumps the epoch on every completion (KIP-890);
+* transactions older than their timeout (measured from the first partition add) are
+  aborted with an epoch bump by :meth:`TransactionCoordinator.abort_timed_out`.
+
+Simplifications: one coordinator epoch (0); the transaction log is the in-memory map
+plus an optional append-only sink (JSON lines) replayed by :meth:`load`.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pyspark_kafka_txn.embedded.protocol import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
+NO_PRODUCER_ID = -1
+NO_EPOCH = -1
+
+TopicPartition = tuple[str, int]
+
+
+class TxnState(enum.Enum):
+    """Persisted transaction states, with Kafka's names (DescribeTransactions)."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+
+_COMPLETE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+_PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """Coordinator-side state of one transactional id."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int = NO_EPOCH
+    last_epoch: int = NO_EPOCH
+    prev_producer_id: int = NO_PRODUCER_ID
+    timeout_ms: int = 60_000
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    two_phase: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "tid": self.transactional_id,
+                "pid": self.producer_id,
+                "epoch": self.epoch,
+                "last_epoch": self.last_epoch,
+                "prev_pid": self.prev_producer_id,
+                "timeout_ms": self.timeout_ms,
+                "state": self.state.value,
+                "partitions": sorted([t, p] for t, p in self.partitions),
+                "start_ms": self.start_ms,
+                "last_update_ms": self.last_update_ms,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> TxnMetadata:
+        d = json.loads(line)
+        return cls(
+            transactional_id=d["tid"],
+            producer_id=d["pid"],
+            epoch=d["epoch"],
+            last_epoch=d["last_epoch"],
+            prev_producer_id=d["prev_pid"],
+            timeout_ms=d["timeout_ms"],
+            state=TxnState(d["state"]),
+            partitions={(t, p) for t, p in d["partitions"]},
+            start_ms=d["start_ms"],
+            last_update_ms=d["last_update_ms"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """Outcome of a coordinator call: error plus the producer id/epoch to report."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_EPOCH
+
+
+MarkerWriter = Callable[[int, int, bool, Iterable[TopicPartition]], None]
+"""``(producer_id, epoch, commit, partitions)``: write the markers of a completion."""
+
+
+class TransactionCoordinator:
+    """State owner for all transactional ids of the embedded cluster.
+
+    Parameters
+    ----------
+    clock_ms
+        Wall clock in milliseconds.
+    write_markers
+        Writes COMMIT/ABORT markers to the data partitions (and completes pending
+        group offsets) of a transaction.
+    schedule
+        ``schedule(delay_s, fn)`` runs ``fn`` later on the broker's event loop.
+    transaction_version
+        The cluster's finalized ``transaction.version`` (1 or 2), used for aborts the
+        server starts itself (timeouts, fencing).
+    """
+
+    def __init__(
+        self,
+        *,
+        clock_ms: Callable[[], int],
+        write_markers: MarkerWriter,
+        schedule: Callable[[float, Callable[[], None]], None],
+        transaction_version: int = 2,
+        max_timeout_ms: int = 900_000,
+        sink: Callable[[str], None] | None = None,
+    ) -> None:
+        self._clock_ms = clock_ms
+        self._write_markers = write_markers
+        self._schedule = schedule
+        self.transaction_version = transaction_version
+        self.max_timeout_ms = max_timeout_ms
+        self.marker_delay_s = 0.0
+        self._sink = sink
+        self.txns: dict[str, TxnMetadata] = {}
+        self._next_producer_id = 1000
+
+    # --- producer ids -------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        self._persist_json(json.dumps({"next_pid": self._next_producer_id}))
+        return pid
+
+    def _persist(self, meta: TxnMetadata) -> None:
+        meta.last_update_ms = self._clock_ms()
+        self._persist_json(meta.to_json())
+
+    def _persist_json(self, line: str) -> None:
+        if self._sink is not None:
+            self._sink(line)
+
+    def load(self, lines: Iterable[str]) -> None:
+        """Replay a transaction log written through ``sink``; resume interrupted commits."""
+        for line in lines:
+            if not line.strip():
+                continue
+            data = json.loads(line)
+            if "next_pid" in data:
+                self._next_producer_id = max(self._next_producer_id, data["next_pid"])
+                continue
+            meta = TxnMetadata.from_json(line)
+            self.txns[meta.transactional_id] = meta
+            self._next_producer_id = max(self._next_producer_id, meta.producer_id + 1)
+        for meta in self.txns.values():
+            if meta.state in _PREPARE:
+                logger.info(
+                    "recovering %s transaction of %s", meta.state.value, meta.transactional_id
+                )
+                self._schedule(0.0, functools.partial(self._complete, meta))
+
+    # --- InitProducerId -----------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str | None,
+        timeout_ms: int,
+        expected_pid: int = NO_PRODUCER_ID,
+        expected_epoch: int = NO_EPOCH,
+    ) -> TxnResult:
+        """Handle InitProducerId (both the idempotent and the transactional path)."""
+        if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_EPOCH):
+            return TxnResult(ErrorCode.invalid_request)
+        if transactional_id is None:
+            return TxnResult(ErrorCode.none, self.allocate_producer_id(), 0)
+        if transactional_id == "":
+            return TxnResult(ErrorCode.invalid_request)
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return TxnResult(ErrorCode.invalid_transaction_timeout)
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD:
+            meta = TxnMetadata(transactional_id, self.allocate_producer_id())
+            self.txns[transactional_id] = meta
+        if meta.state in _PREPARE or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            return TxnResult(ErrorCode.concurrent_transactions)
+        if expected_pid != NO_PRODUCER_ID and not (
+            meta.epoch == NO_EPOCH
+            or expected_pid == meta.producer_id
+            or (
+                expected_pid == meta.prev_producer_id
+                and expected_epoch >= MAX_EPOCH_BEFORE_EXHAUSTED
+            )
+        ):
+            return TxnResult(ErrorCode.producer_fenced)
+        if meta.state is TxnState.ONGOING:
+            self._fence_and_abort(meta)
+            return TxnResult(ErrorCode.concurrent_transactions)
+        # Empty / CompleteCommit / CompleteAbort
+        if meta.epoch >= MAX_EPOCH_BEFORE_EXHAUSTED and expected_epoch in (NO_EPOCH, meta.epoch):
+            meta.last_epoch = meta.epoch if expected_epoch != NO_EPOCH else NO_EPOCH
+            meta.prev_producer_id = meta.producer_id
+            meta.producer_id = self.allocate_producer_id()
+            meta.epoch = 0
+        elif expected_epoch == NO_EPOCH:
+            meta.epoch += 1
+            meta.last_epoch = NO_EPOCH
+        elif expected_epoch == meta.epoch or meta.epoch == NO_EPOCH:
+            meta.last_epoch = meta.epoch
+            meta.epoch += 1
+        elif expected_epoch == meta.last_epoch:
+            return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+        else:
+            return TxnResult(ErrorCode.producer_fenced)
+        meta.state = TxnState.EMPTY
+        meta.partitions = set()
+        meta.start_ms = -1
+        meta.timeout_ms = timeout_ms
+        self._persist(meta)
+        return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+
+    def _fence_and_abort(self, meta: TxnMetadata) -> None:
+        """Server-initiated abort of an ongoing transaction, with an epoch bump."""
+        meta.epoch += 1  # PrepareEpochFence
+        meta.last_epoch = NO_EPOCH
+        if self.transaction_version >= 2:
+            meta.last_epoch = meta.epoch
+            meta.epoch += 1
+        self._prepare(meta, commit=False)
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> TxnResult:
+        if not transactional_id:
+            return TxnResult(ErrorCode.invalid_request)
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        if meta.epoch != epoch:
+            return TxnResult(ErrorCode.producer_fenced)
+        if meta.state in _PREPARE:
+            return TxnResult(ErrorCode.concurrent_transactions)
+        return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: set[TopicPartition]
+    ) -> ErrorCode:
+        """Add ``partitions`` to the ongoing transaction (starting one if needed)."""
+        check = self._check_producer(transactional_id, producer_id, epoch)
+        if check.error is not ErrorCode.none:
+            return check.error
+        meta = self.txns[transactional_id]
+        if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
+            return ErrorCode.none
+        if meta.state in _COMPLETE:
+            meta.start_ms = self._clock_ms()
+        meta.partitions |= partitions
+        meta.state = TxnState.ONGOING
+        self._persist(meta)
+        return ErrorCode.none
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        """KIP-890 verification: is ``partition`` part of this producer's transaction?"""
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.epoch != epoch:
+            return ErrorCode.producer_fenced
+        if meta.state in _PREPARE:
+            return ErrorCode.concurrent_transactions
+        if meta.state is TxnState.ONGOING and partition in meta.partitions:
+            return ErrorCode.none
+        return ErrorCode.transaction_abortable
+
+    # --- EndTxn -------------------------------------------------------------------
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *, tv2: bool
+    ) -> TxnResult:
+        """Handle EndTxn; ``tv2`` is true for request version 5+."""
+        if not transactional_id:
+            return TxnResult(ErrorCode.invalid_request)
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        if tv2:
+            return self._end_txn_v2(meta, epoch, commit)
+        return self._end_txn_v1(meta, epoch, commit)
+
+    def _end_txn_v1(self, meta: TxnMetadata, epoch: int, commit: bool) -> TxnResult:
+        if epoch != meta.epoch:
+            return TxnResult(ErrorCode.producer_fenced)
+        ok = TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+        state = meta.state
+        if state is TxnState.ONGOING:
+            self._prepare(meta, commit=commit)
+            return ok
+        if state is TxnState.PREPARE_COMMIT:
+            return TxnResult(
+                ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
+            )
+        if state is TxnState.PREPARE_ABORT:
+            return TxnResult(
+                ErrorCode.invalid_txn_state if commit else ErrorCode.concurrent_transactions
+            )
+        if state is TxnState.COMPLETE_COMMIT and commit:
+            return ok
+        if state is TxnState.COMPLETE_ABORT and not commit:
+            return ok
+        return TxnResult(ErrorCode.invalid_txn_state)
+
+    def _end_txn_v2(self, meta: TxnMetadata, epoch: int, commit: bool) -> TxnResult:
+        state = meta.state
+        retry = epoch == meta.epoch - 1
+        current = epoch == meta.epoch
+        if not (retry or current):
+            return TxnResult(ErrorCode.producer_fenced)
+        if state is TxnState.ONGOING:
+            if retry:
+                return TxnResult(ErrorCode.producer_fenced)
+            meta.last_epoch = meta.epoch
+            meta.epoch += 1
+            self._prepare(meta, commit=commit)
+            return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+        if state in _PREPARE:
+            if current:
+                return TxnResult(ErrorCode.producer_fenced)
+            same = (state is TxnState.PREPARE_COMMIT) == commit
+            return TxnResult(
+                ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
+            )
+        # Empty / CompleteCommit / CompleteAbort
+        if retry:
+            done_commit = state is TxnState.COMPLETE_COMMIT
+            done_abort = state is TxnState.COMPLETE_ABORT
+            if (commit and done_commit) or (not commit and done_abort):
+                return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+            if state is TxnState.EMPTY:
+                return TxnResult(ErrorCode.producer_fenced)
+            return TxnResult(ErrorCode.invalid_txn_state)
+        if commit:
+            return TxnResult(ErrorCode.invalid_txn_state)
+        # "abort when unsure": an empty abort that bumps the epoch
+        meta.last_epoch = meta.epoch
+        meta.epoch += 1
+        meta.partitions = set()
+        self._prepare(meta, commit=False)
+        return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+
+    def _prepare(self, meta: TxnMetadata, *, commit: bool) -> None:
+        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        self._persist(meta)
+        self._schedule(self.marker_delay_s, lambda: self._complete(meta))
+
+    def _complete(self, meta: TxnMetadata) -> None:
+        if meta.state not in _PREPARE:
+            return
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        if meta.partitions:
+            self._write_markers(meta.producer_id, meta.epoch, commit, sorted(meta.partitions))
+        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.partitions = set()
+        meta.start_ms = -1
+        self._persist(meta)
+        logger.debug(
+            "completed %s of %s (pid=%d epoch=%d)",
+            meta.state.value,
+            meta.transactional_id,
+            meta.producer_id,
+            meta.epoch,
+        )
+
+    # --- timeouts -----------------------------------------------------------------
+
+    def abort_timed_out(self) -> list[str]:
+        """Abort every Ongoing transaction older than its timeout; return their ids."""
+        now = self._clock_ms()
+        expired = [
+            m
+            for m in self.txns.values()
+            if m.state is TxnState.ONGOING and not m.two_phase and m.start_ms + m.timeout_ms < now
+        ]
+        for meta in expired:
+            logger.info(
+                "aborting transaction of %s: timed out after %d ms",
+                meta.transactional_id,
+                meta.timeout_ms,
+            )
+            self._fence_and_abort(meta)
+        return [m.transactional_id for m in expired]
+
+    # --- introspection ------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD:
+            return None
+        return meta

@@ -15,6 +15,8 @@ logger = logging.getLogger("pyspark_kafka_txn.cli")
 
 def _broker(args: argparse.Namespace) -> int:
     from pyspark_kafka_txn.embedded import EmbeddedKafka
+    from pyspark_kafka_txn.embedded.cluster import TopicError
+    from pyspark_kafka_txn.embedded.protocol import ErrorCode
 
     stop = threading.Event()
 
@@ -36,7 +38,13 @@ def _broker(args: argparse.Namespace) -> int:
     with kafka:
         for spec in args.topic or ():
             name, _, count = spec.partition(":")
-            kafka.create_topic(name, int(count or 1))
+            try:
+                kafka.create_topic(name, int(count or 1))
+            except TopicError as exc:
+                # Restarting on a data directory: the topic is already there.
+                if exc.code is not ErrorCode.topic_already_exists:
+                    raise
+                logger.info("topic %s already exists", name)
         # The readiness line scripts wait for; stdout, flushed, nothing before it.
         sys.stdout.write(f"bootstrap.servers={kafka.bootstrap_servers}\n")
         sys.stdout.flush()

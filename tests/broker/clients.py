@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import socket
+import struct
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
 
 
 def consume_all(
@@ -71,3 +79,84 @@ def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Produce
     )
     producer.init_transactions(15)
     return producer
+
+
+def raw_request(address: tuple[str, int], api_key: int, version: int, body: Any) -> Any:
+    """Send one request over a fresh socket and return the decoded response body.
+
+    ``body`` is a kio request entity of ``api_key`` at ``version``; this is the
+    independent low-level client for the cases the libraries hide (e.g. which error a
+    given node answers, or a byte-exact retry of a stored batch).
+    """
+    req_cls = load_request_schema(api_key, version)
+    hdr_cls: Any = req_cls.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(hdr_cls)(
+        buf,
+        hdr_cls(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=7,
+            client_id="raw-test",
+        ),
+    )
+    entity_writer(req_cls)(buf, body)
+    payload = buf.getvalue()
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed before a response arrived"
+            data += chunk
+    resp_cls = load_response_schema(api_key, version)
+    header, used = entity_reader(resp_cls.__header_schema__)(data, 4)
+    assert header.correlation_id == 7
+    response, _ = entity_reader(resp_cls)(data, 4 + used)
+    return response
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (for restarting a broker on the same port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_cli_broker(*args: str, timeout_s: float = 30.0) -> tuple[Any, str]:
+    """Run ``python -m pyspark_kafka_txn broker ARGS`` and wait for its readiness line.
+
+    Returns the ``subprocess.Popen`` and the bootstrap servers it printed.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyspark_kafka_txn", "broker", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not lines or not lines[0].startswith("bootstrap.servers="):
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"broker did not become ready: {lines!r}")
+    return proc, lines[0].strip().split("=", 1)[1]
+
+
+def stop_cli_broker(proc: Any, signum: int, timeout_s: float = 15.0) -> tuple[int, str]:
+    """Signal a broker started by :func:`start_cli_broker`; its exit code and the rest of
+    its stdout."""
+    proc.send_signal(signum)
+    try:
+        code = int(proc.wait(timeout_s))
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        rest = proc.stdout.read() if proc.poll() is not None else ""
+        proc.stdout.close()
+    return code, rest

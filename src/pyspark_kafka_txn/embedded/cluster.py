@@ -164,7 +164,12 @@ class Cluster:
                     t["partitions"],
                     dict(t["config"]),
                     log_starts=t.get("log_starts"),
+                    leaders=t.get("leaders"),
+                    leader_epochs=t.get("leader_epochs"),
                 )
+            for key_type, part, node in meta.get("coordinators", ()):
+                if node in self.node_ids:
+                    self.coordinator_overrides[(key_type, part)] = node
         self.offsets.load(self.storage.read_lines(OFFSETS_TOPIC))
         self.txn.load(self.storage.read_lines(TRANSACTION_STATE_TOPIC))
 
@@ -174,6 +179,7 @@ class Cluster:
         self.storage.save_meta(
             {
                 "cluster_id": self.config.cluster_id,
+                "coordinators": [[k, p, n] for (k, p), n in self.coordinator_overrides.items()],
                 "topics": [
                     {
                         "name": t.name,
@@ -181,6 +187,8 @@ class Cluster:
                         "partitions": len(t.partitions),
                         "config": t.config,
                         "log_starts": [p.log_start_offset for p in t.partitions],
+                        "leaders": list(t.leaders),
+                        "leader_epochs": [p.leader_epoch for p in t.partitions],
                     }
                     for t in self.topics.values()
                 ],
@@ -197,7 +205,14 @@ class Cluster:
         config: dict[str, str],
         *,
         log_starts: list[int] | None = None,
+        leaders: list[int] | None = None,
+        leader_epochs: list[int] | None = None,
     ) -> Topic:
+        """Register a topic, loading its partitions from storage when there is any.
+
+        ``log_starts``, ``leaders`` and ``leader_epochs`` come from the saved metadata
+        on recovery (leaders on nodes that no longer exist are placed afresh).
+        """
         logs = []
         log_append = config.get("message.timestamp.type") == "LogAppendTime"
         for p in range(partitions):
@@ -211,12 +226,19 @@ class Cluster:
                         logger.warning("truncating torn tail of %s-%d: %s", name, p, exc)
                         self.storage.truncate_partition(name, p, len(log.data))
                 if log_starts:
-                    log.log_start_offset = log_starts[p]
+                    log.log_start_offset = min(log_starts[p], log.log_end_offset)
+                if leader_epochs:
+                    log.leader_epoch = max(log.leader_epoch, leader_epochs[p])
                 log._sink = self.storage.partition_sink(name, p)
             logs.append(log)
         n = len(self.node_ids)
         offset = len(self.topics)
-        leaders = [self.node_ids[(offset + p) % n] for p in range(partitions)]
+        placed = [self.node_ids[(offset + p) % n] for p in range(partitions)]
+        if leaders and len(leaders) == partitions:
+            placed = [
+                node if node in self.node_ids else placed[p] for p, node in enumerate(leaders)
+            ]
+        leaders = placed
         topic = Topic(name, topic_id, logs, leaders, config)
         self.topics[name] = topic
         self.topics_by_id[topic_id] = topic
@@ -281,6 +303,7 @@ class Cluster:
         t = self.topics[topic]
         t.leaders[partition] = node
         t.partitions[partition].leader_epoch += 1
+        self._save_meta()
         self.notifier.fire()
 
     def log_start_changed(self) -> None:
@@ -299,6 +322,7 @@ class Cluster:
     def move_coordinator(self, key_type: int, key: str, node: int) -> None:
         part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
         self.coordinator_overrides[(key_type, part)] = node
+        self._save_meta()
 
     # --- transactions -------------------------------------------------------------
 

@@ -3,11 +3,19 @@
 A rule matches requests by API key (and optionally broker node) and does one thing to
 the next ``count`` matching requests:
 
-* ``error``: answer with ``error`` without executing the request;
-* ``error_after``: execute the request, then answer with ``error`` (a lost ack);
+* ``error``: answer with ``error`` without executing the request (the API needs an
+  error response builder, ``ApiSpec.error_response``, see
+  :mod:`pyspark_kafka_txn.embedded.handlers.errors`);
+* ``error_after``: execute the request, then answer with ``error`` in every error-code
+  field of the real response (a lost acknowledgement);
 * ``delay``: wait ``delay_s`` before executing;
 * ``drop``: close the connection without executing;
 * ``drop_after``: execute, then close the connection without answering.
+
+A Produce with ``acks=0`` has no answer to carry an error, so both error actions close
+its connection instead, as Kafka does when such a produce fails. Broker-level faults
+(dropping every connection, moving a leader or coordinator, stopping a broker) are
+methods of :class:`~pyspark_kafka_txn.embedded.EmbeddedKafka`.
 """
 
 from __future__ import annotations

@@ -128,6 +128,7 @@ class GroupOffsets:
         for offsets in self.committed.values():
             for tp in [tp for tp in offsets if tp[0] == topic]:
                 del offsets[tp]
+        self._emit(t="delete_topic", topic=topic)
 
     def load(self, lines: Iterable[str]) -> None:
         """Replay a log written through ``sink``."""
@@ -144,6 +145,8 @@ class GroupOffsets:
                     self.stage(r["g"], r["pid"], tp, r["o"], r["e"], r["m"])
                 elif r["t"] == "marker":
                     self.complete(r["p"], r["pid"], r["c"])
+                elif r["t"] == "delete_topic":
+                    self.delete_topic(r["topic"])
         finally:
             self._sink = sink
 

@@ -102,7 +102,8 @@ class EmbeddedKafka:
         self._cluster = cluster
         for node in cluster.node_ids:
             server = BrokerServer(cluster, node, APIS)
-            port = self.config.port + node if self.config.port else 0
+            # After a restart every broker comes back on the port it had.
+            port = self._ports.get(node) or (self.config.port + node if self.config.port else 0)
             self._ports[node] = await server.start(self.config.host, port)
             self._servers[node] = server
         self._tasks.append(asyncio.get_running_loop().create_task(self._housekeeping()))
@@ -111,12 +112,15 @@ class EmbeddedKafka:
         assert self._cluster is not None
         cluster = self._cluster
         interval = self.config.transaction_abort_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                cluster.txn.abort_timed_out()
-            except Exception:
-                logger.exception("transaction timeout check failed")
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    cluster.txn.abort_timed_out()
+                except Exception:
+                    logger.exception("transaction timeout check failed")
+        finally:  # cancelled on stop: answer JoinGroup/SyncGroup requests still parked
+            cluster.membership.close()
 
     def stop(self) -> None:
         """Stop every broker and the loop thread (state on disk is kept)."""
@@ -224,10 +228,19 @@ class EmbeddedKafka:
 
         With ``after=False`` the request is not executed; with ``after=True`` it is
         executed and only its answer carries the error (a lost acknowledgement).
+
+        Raises
+        ------
+        ValueError
+            For ``after=False`` on an API without an error response builder
+            (``ApiSpec.error_response``), or for an unknown API or error code.
         """
         key = _api_key(api)
         if not after and APIS[key].error_response is None:
-            after = True
+            raise ValueError(
+                f"{APIS[key].name} has no error response builder: use after=True (the "
+                "request is executed and only its answer carries the error)"
+            )
         action = FaultAction.ERROR_AFTER if after else FaultAction.ERROR
         return self.cluster.faults.add(
             FaultRule(action, key, node=node, error=_error_code(error), remaining=count)
@@ -295,8 +308,27 @@ class EmbeddedKafka:
         self._check_node(node)
         self._run(self._servers[node].start(self.config.host, self._ports[node]))
 
+    def restart(self) -> None:
+        """Stop the whole cluster and start it again on the same ports.
+
+        Everything is recovered from the data directory, as after a crash (appends are
+        written as they happen, so a clean stop persists nothing more than ``kill -9``
+        would): open transactions are aborted at their timeout, PrepareCommit/Abort
+        ones are completed, and clients reconnect to the same addresses.
+
+        Raises
+        ------
+        RuntimeError
+            Without a data directory (a restart would lose every topic and record).
+        """
+        if self.config.data_dir is None:
+            raise RuntimeError("restart() needs a data_dir: in-memory state would be lost")
+        self.stop()
+        self.start()
+
     def restart_broker(self, node: int) -> None:
-        """Stop and start one broker."""
+        """Stop and start one broker (cluster state is kept in memory; see :meth:`restart`
+        for a restart that recovers from the data directory)."""
         self.stop_broker(node)
         self.start_broker(node)
 

@@ -28,6 +28,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import (
     ATTR_TIMESTAMP_TYPE,
     CRC_START,
+    LOG_OVERHEAD,
     BatchHeader,
     RecordError,
     control_batch,
@@ -35,7 +36,6 @@ from pyspark_kafka_txn.embedded.records import (
     iter_headers,
     read_header,
     record_timestamps,
-    stamp,
 )
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 BATCHES_TO_RETAIN = 5
+# baseOffset, batchLength, partitionLeaderEpoch: the part of a stored batch the broker
+# writes (it precedes the CRC-covered region).
+_STAMP = struct.Struct(">qii")
 
 
 @dataclass(slots=True)
@@ -57,6 +60,11 @@ class BatchEntry:
     producer_id: int
     is_transactional: bool
     is_control: bool
+    leader_epoch: int
+
+    def stamp(self) -> bytes:
+        """The first 16 bytes of the stored batch: its offset, length and leader epoch."""
+        return _STAMP.pack(self.base_offset, self.size - LOG_OVERHEAD, self.leader_epoch)
 
 
 class BatchMeta(NamedTuple):
@@ -146,7 +154,11 @@ class PartitionLog:
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.log_append_time = log_append_time
-        self.data = bytearray()
+        # The batches as the producer sent them, parallel to ``entries``; their first 16
+        # bytes are stale: reads put ``BatchEntry.stamp()`` in front of the rest. So a
+        # Produce stores its batch without copying it, and a Fetch copies it once.
+        self._batches: list[bytes] = []
+        self.size_bytes = 0
         self.entries: list[BatchEntry] = []
         self._last_offsets: list[int] = []
         self.log_start_offset = 0
@@ -156,6 +168,19 @@ class PartitionLog:
         self._sink = sink
 
     # --- offsets ------------------------------------------------------------------
+
+    @property
+    def data(self) -> bytes:
+        """All stored batches as one contiguous copy (recovery and diagnostics only)."""
+        return self._join(0, len(self.entries))
+
+    def _join(self, first: int, last: int) -> bytes:
+        """Stored batches ``first`` to ``last`` (exclusive) as they are served."""
+        pieces: list[bytes | memoryview] = []
+        for entry, batch in zip(self.entries[first:last], self._batches[first:last], strict=True):
+            pieces.append(entry.stamp())
+            pieces.append(memoryview(batch)[_STAMP.size :])
+        return b"".join(pieces)
 
     @property
     def high_watermark(self) -> int:
@@ -188,10 +213,11 @@ class PartitionLog:
             dup = self._check_producer(header, entry, verified)
             if dup is not None:
                 return AppendResult(dup.base_offset, -1, True)
-        buf = bytearray(records)
+        buf: bytes | bytearray = records
         log_append_time = -1
         max_timestamp = header.max_timestamp
         if self.log_append_time:
+            buf = bytearray(records)
             log_append_time = now_ms
             max_timestamp = now_ms
             attrs = header.attributes | ATTR_TIMESTAMP_TYPE
@@ -297,32 +323,48 @@ class PartitionLog:
         if first is not None and not commit:
             self.aborted.append(AbortedTxn(producer_id, first, offset, self.last_stable_offset))
 
-    def _store(self, buf: bytearray, header: BatchHeader, max_timestamp: int) -> int:
+    def _store(self, buf: bytes | bytearray, header: BatchHeader, max_timestamp: int) -> int:
         base = self.log_end_offset
-        stamp(buf, 0, base, self.leader_epoch)
-        position = len(self.data)
-        self.data += buf
+        stored = buf if isinstance(buf, bytes) else bytes(buf)
+        position = self.size_bytes
+        self._batches.append(stored)
+        self.size_bytes += len(stored)
         last = base + header.last_offset_delta
         self.entries.append(
             BatchEntry(
                 base,
                 last,
                 position,
-                len(buf),
+                len(stored),
                 max_timestamp,
                 header.producer_id,
                 header.is_transactional,
                 header.is_control,
+                self.leader_epoch,
             )
         )
         self._last_offsets.append(last)
         self.log_end_offset = last + 1
         if self._sink is not None:
-            self._sink(bytes(buf))
+            self._sink(self._join(len(self.entries) - 1, len(self.entries)))
         return base
 
     def load(self, data: bytes) -> None:
-        """Rebuild the log from stored batch bytes (recovery after a restart)."""
+        """Rebuild the log and its producer state from stored batch bytes (recovery).
+
+        Batches are replayed in order, as Kafka's log recovery rebuilds producer state
+        from the segments: the duplicate cache of each producer (so a retry after a
+        restart is still recognised), open transactions (which pin the LSO again) and
+        the aborted-transaction index. Stored leader epochs are kept.
+
+        Raises
+        ------
+        RecordError
+            At the first batch that is incomplete, fails its CRC-32C or does not follow
+            the previous one; everything before it has been loaded (``len(self.data)``
+            is where the valid prefix ends, for the caller to truncate the torn tail).
+        """
+        epoch = self.leader_epoch
         for header in iter_headers(data):
             chunk = bytearray(data[header.position : header.position + header.size])
             if header.base_offset < self.log_end_offset:
@@ -331,12 +373,20 @@ class PartitionLog:
                     f"stored batch at {header.base_offset} overlaps the log end "
                     f"{self.log_end_offset}",
                 )
+            if crc32c.crc32c(memoryview(chunk)[CRC_START:]) != header.crc:
+                raise RecordError(
+                    ErrorCode.corrupt_message,
+                    f"stored batch at {header.base_offset} fails its CRC-32C",
+                )
             self.log_end_offset = header.base_offset
             sink, self._sink = self._sink, None
+            self.leader_epoch = header.leader_epoch
             try:
                 base = self._store(chunk, header, header.max_timestamp)
             finally:
                 self._sink = sink
+                self.leader_epoch = max(epoch, header.leader_epoch)
+            epoch = self.leader_epoch
             pid = header.producer_id
             if header.is_control:
                 commit = control_type(chunk, next(iter_headers(chunk))) == 1
@@ -353,6 +403,7 @@ class PartitionLog:
                         header.max_timestamp,
                     )
                 )
+                entry.last_timestamp = header.max_timestamp
                 if header.is_transactional and entry.txn_first_offset is None:
                     entry.txn_first_offset = base
 
@@ -383,9 +434,9 @@ class PartitionLog:
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
                 f"of {self.topic}-{self.partition}",
             )
-        bound = self.bound(isolation_level)
-        aborted: list[AbortedTxn] | None = [] if isolation_level == READ_COMMITTED else None
         hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
+        bound = lso if isolation_level == READ_COMMITTED else hw
+        aborted: list[AbortedTxn] | None = [] if isolation_level == READ_COMMITTED else None
         if offset >= bound:
             return ReadResult(b"", hw, lso, start, aborted)
         first = bisect.bisect_left(self._last_offsets, offset)
@@ -401,9 +452,8 @@ class PartitionLog:
             last += 1
         if last == first:
             return ReadResult(b"", hw, lso, start, aborted)
-        begin = self.entries[first].position
         end_entry = self.entries[last - 1]
-        records = bytes(self.data[begin : end_entry.position + end_entry.size])
+        records = self._join(first, last)
         if aborted is not None:
             upper = end_entry.last_offset + 1
             aborted = [
@@ -414,13 +464,14 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int]:
         """First record with timestamp >= ``timestamp``: ``(offset, ts)`` or ``(-1, -1)``."""
         bound = self.bound(isolation_level)
-        for entry in self.entries:
+        for index, entry in enumerate(self.entries):
             if entry.last_offset < self.log_start_offset or entry.is_control:
                 continue
             if entry.max_timestamp < timestamp:
                 continue
-            header = read_header(self.data, entry.position)
-            for off, ts in record_timestamps(self.data, header):
+            batch = self._join(index, index + 1)
+            header = read_header(batch, 0)
+            for off, ts in record_timestamps(batch, header):
                 if off >= self.log_start_offset and ts >= timestamp:
                     if off >= bound:
                         return -1, -1

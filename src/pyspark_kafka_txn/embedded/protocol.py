@@ -10,7 +10,6 @@ version does not have (field sets differ between versions of the same API).
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 from dataclasses import dataclass
 from functools import cache
@@ -33,6 +32,7 @@ __all__ = [
 ]
 
 _HEADER_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 
 
 class ProtocolDecodeError(Exception):
@@ -50,23 +50,24 @@ class Request:
     body: Any
 
 
-_READERS: dict[object, Any] = {}
-_WRITERS: dict[object, Any] = {}
 _FIELDS: dict[object, frozenset[str]] = {}
 
 
-def _reader(cls: Any) -> Any:
-    reader = _READERS.get(cls)
-    if reader is None:
-        reader = _READERS[cls] = entity_reader(cls)
-    return reader
+# kio resolves a schema by importing its module path on every lookup; a broker looks up
+# the same few (api key, version) pairs for every request, so the codecs are cached.
+@cache
+def _request_codec(api_key: int, version: int) -> tuple[Any, Any]:
+    """Readers of the request header and body of ``api_key`` at ``version``."""
+    req_cls: Any = load_request_schema(api_key, version)
+    return entity_reader(req_cls.__header_schema__), entity_reader(req_cls)
 
 
-def _writer(cls: Any) -> Any:
-    writer = _WRITERS.get(cls)
-    if writer is None:
-        writer = _WRITERS[cls] = entity_writer(cls)
-    return writer
+@cache
+def _response_codec(api_key: int, version: int) -> tuple[Any, Any, Any]:
+    """Header class, header writer and body writer of the response."""
+    resp_cls: Any = load_response_schema(api_key, version)
+    hdr_cls = resp_cls.__header_schema__
+    return hdr_cls, entity_writer(hdr_cls), entity_writer(resp_cls)
 
 
 def _field_names(cls: Any) -> frozenset[str]:
@@ -100,9 +101,9 @@ def decode_request(frame: bytes) -> Request:
     """
     api_key, api_version, correlation_id = peek_header(frame)
     try:
-        req_cls = load_request_schema(api_key, api_version)
-        header, used = _reader(req_cls.__header_schema__)(frame, 0)
-        body, _ = _reader(req_cls)(frame, used)
+        read_header, read_body = _request_codec(api_key, api_version)
+        header, used = read_header(frame, 0)
+        body, _ = read_body(frame, used)
     except Exception as exc:  # kio raises KeyError/ValueError/SerialError/KioIndexError
         raise ProtocolDecodeError(
             f"cannot decode api_key={api_key} v{api_version}: {exc!r}"
@@ -110,19 +111,35 @@ def decode_request(frame: bytes) -> Request:
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 
+class _Chunks:
+    """A write-only buffer for kio's writers that keeps references instead of copying.
+
+    kio's writers only call ``write`` (they accept an ``asyncio.StreamWriter``), so the
+    record bytes of a Fetch response are referenced here and copied once, by the final
+    join, rather than into a ``BytesIO`` and out of it again.
+    """
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = [b""]  # the size prefix, filled in by ``frame``
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def frame(self) -> bytes:
+        parts = self.parts
+        parts[0] = _SIZE.pack(sum(map(len, parts)))
+        return b"".join(parts)
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """Encode a response frame, size prefix included."""
-    resp_cls = load_response_schema(api_key, api_version)
-    hdr_cls: Any = resp_cls.__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    _writer(hdr_cls)(buf, hdr_cls(correlation_id=correlation_id))
-    _writer(resp_cls)(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    data = bytes(out)
-    out.release()
-    return data
+    hdr_cls, write_header, write_body = _response_codec(api_key, api_version)
+    out = _Chunks()
+    write_header(out, hdr_cls(correlation_id=correlation_id))
+    write_body(out, body)
+    return out.frame()
 
 
 def build(cls: type[Any], **fields: Any) -> Any:

@@ -2,22 +2,29 @@
 
 Layout::
 
-    DATA_DIR/meta.json                    topics (ids, partition counts, configs, log starts)
+    DATA_DIR/meta.json                    topics (ids, partition counts, configs, log starts,
+                                          leaders, leader epochs), moved coordinators
     DATA_DIR/logs/<topic>-<p>.log         record batches exactly as stored (offsets stamped)
     DATA_DIR/__transaction_state.jsonl    transaction coordinator records
     DATA_DIR/__consumer_offsets.jsonl     group offset records
 
 Every append is one unbuffered ``write`` system call, so the state survives ``kill -9``
 of the process (not a power cut: there is no fsync, as for Kafka's default flush policy).
+On recovery a torn tail (a batch or line cut short by the kill) is truncated away, and
+producer state, open transactions and the aborted-transaction index are rebuilt from
+the partition logs (:meth:`~pyspark_kafka_txn.embedded.log.PartitionLog.load`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+
+logger = logging.getLogger(__name__)
 
 
 class Storage:
@@ -63,6 +70,7 @@ class Storage:
         return path.read_bytes() if path.exists() else b""
 
     def truncate_partition(self, topic: str, partition: int, size: int) -> None:
+        """Cut a partition file back to its first ``size`` bytes (a torn tail)."""
         with open(self._partition_path(topic, partition), "r+b") as handle:
             handle.truncate(size)
 
@@ -84,12 +92,24 @@ class Storage:
         return write
 
     def read_lines(self, name: str) -> list[str]:
+        """The complete lines of a line log; a torn last line is cut off the file.
+
+        A line without its newline was being written when the process died: it is
+        dropped and truncated away (as Kafka truncates a torn log tail), so that the
+        next append starts a fresh line instead of extending the torn one.
+        """
         path = self.root / f"{name}.jsonl"
         if not path.exists():
             return []
-        # The last element is "" after a complete line, or a torn line (the process was
-        # killed mid-write): dropped either way, as Kafka truncates a torn log tail.
-        return [line for line in path.read_text().split("\n")[:-1] if line]
+        data = path.read_bytes()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):
+            logger.warning(
+                "truncating a torn line of %d bytes at the end of %s", len(data) - complete, path
+            )
+            with open(path, "r+b") as handle:
+                handle.truncate(complete)
+        return [line for line in data[:complete].decode().split("\n") if line]
 
     def close(self) -> None:
         for handle in self._files.values():

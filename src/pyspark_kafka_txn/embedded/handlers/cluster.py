@@ -14,6 +14,7 @@ from pyspark_kafka_txn.embedded.cluster import (
     TopicError,
 )
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
@@ -431,8 +432,10 @@ def describe_configs(ctx: Context, req: Any) -> Any:
 
 SPECS = (
     ApiSpec(API_VERSIONS, "ApiVersions", 0, 4, api_versions),
-    ApiSpec(METADATA, "Metadata", 0, 13, metadata),
-    ApiSpec(FIND_COORDINATOR, "FindCoordinator", 0, 6, find_coordinator),
+    ApiSpec(METADATA, "Metadata", 0, 13, metadata, errors.metadata_error),
+    ApiSpec(
+        FIND_COORDINATOR, "FindCoordinator", 0, 6, find_coordinator, errors.find_coordinator_error
+    ),
     ApiSpec(CREATE_TOPICS, "CreateTopics", 2, 7, create_topics),
     ApiSpec(DELETE_TOPICS, "DeleteTopics", 1, 6, delete_topics),
     ApiSpec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, describe_configs),

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
+from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.records import (
@@ -191,8 +192,10 @@ async def fetch(ctx: Context, req: Any) -> Any:
     watermark, at least one batch in the first non-empty partition (KIP-74); aborted
     transactions overlapping the returned range for read_committed (an empty list, not
     null, when there are none); long-poll until ``min_bytes`` visible bytes or
-    ``max_wait``. Exactly the requested partitions are answered. Simplification: no
-    fetch sessions (session id 0, as Kafka answers when it declines a session).
+    ``max_wait``, but answer at once when no partition is requested or any partition
+    has an error (as ``ReplicaManager.fetchMessages``). Exactly the requested partitions
+    are answered. Simplification: no fetch sessions (session id 0, as Kafka answers when
+    it declines a session).
     """
     cluster = ctx.cluster
     mod = response_module(FETCH, ctx.version)
@@ -201,6 +204,7 @@ async def fetch(ctx: Context, req: Any) -> Any:
     by_id = ctx.version >= 13
     while True:
         total = 0
+        failed = False  # Kafka answers at once if any partition has an error
         topics = []
         for ftopic in req.topics:
             name = getattr(ftopic, "topic", None)
@@ -219,6 +223,7 @@ async def fetch(ctx: Context, req: Any) -> Any:
                     )
                 records = result.records if result else b""
                 total += len(records)
+                failed = failed or code is not ErrorCode.none
                 aborted = None
                 if result is not None and result.aborted is not None:
                     aborted = tuple(
@@ -255,6 +260,8 @@ async def fetch(ctx: Context, req: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or remaining <= 0 or (total > 0 and req.min_bytes <= 1):
             break
+        if failed or not any(t.partitions for t in req.topics):
+            break  # errors, or nothing requested (the Java consumer's session-close fetch)
         await cluster.notifier.wait(remaining)
         if ctx.node_id not in cluster.running:
             break
@@ -422,9 +429,9 @@ def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
 
 
 SPECS = (
-    ApiSpec(PRODUCE, "Produce", 0, 12, produce, min_accepted=3),
-    ApiSpec(FETCH, "Fetch", 4, 17, fetch),
-    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets),
+    ApiSpec(PRODUCE, "Produce", 0, 12, produce, errors.produce_error, min_accepted=3),
+    ApiSpec(FETCH, "Fetch", 4, 17, fetch, errors.fetch_error),
+    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, errors.list_offsets_error),
     ApiSpec(DELETE_RECORDS, "DeleteRecords", 0, 2, delete_records),
     ApiSpec(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch),
     ApiSpec(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, describe_producers),

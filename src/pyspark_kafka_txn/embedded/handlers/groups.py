@@ -7,6 +7,7 @@ from typing import Any
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
+from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
@@ -25,7 +26,8 @@ def offset_commit(ctx: Context, req: Any) -> Any:
 
     Behaviour: empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; member and
     generation validated by the membership state (generation -1 with no member id is
-    accepted for a group without members); unknown topics/partitions get
+    accepted for a group without members; a generation for a group that does not exist
+    is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before); unknown topics/partitions get
     UNKNOWN_TOPIC_OR_PARTITION while the others are committed; metadata over 4096
     characters OFFSET_METADATA_TOO_LARGE. The offset value itself is not validated.
     """
@@ -41,6 +43,8 @@ def offset_commit(ctx: Context, req: Any) -> Any:
             getattr(req, "group_instance_id", None),
             transactional=False,
         )
+        if top is ErrorCode.group_id_not_found and ctx.version < 9:
+            top = ErrorCode.illegal_generation  # pre-v9 clients know no GROUP_ID_NOT_FOUND
     topics = []
     for topic in req.topics:
         parts = []
@@ -171,6 +175,6 @@ def offset_fetch(ctx: Context, req: Any) -> Any:
 
 
 SPECS = (
-    ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit),
+    ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit, errors.offset_commit_error),
     ApiSpec(OFFSET_FETCH, "OffsetFetch", 1, 9, offset_fetch),
 )

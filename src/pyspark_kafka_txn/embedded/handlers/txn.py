@@ -13,6 +13,7 @@ from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
     coordinator_partition,
 )
+from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 
@@ -274,10 +275,10 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
                 transactional_id=tid,
                 transaction_state=meta.state.value if meta else "",
                 transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
-                transaction_start_time=(
-                    datetime.datetime.fromtimestamp(meta.start_ms / 1000, tz=datetime.UTC)
-                    if meta and meta.start_ms >= 0
-                    else None
+                # Not nullable: -1 (no open transaction, or an error) is 1 ms before the epoch.
+                transaction_start_time=datetime.datetime.fromtimestamp(
+                    (meta.start_ms if meta and meta.start_ms >= 0 else -1) / 1000,
+                    tz=datetime.UTC,
                 ),
                 producer_id=meta.producer_id if meta else -1,
                 producer_epoch=meta.epoch if meta else -1,
@@ -335,11 +336,27 @@ def list_transactions(ctx: Context, req: Any) -> Any:
 
 
 SPECS = (
-    ApiSpec(INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id),
-    ApiSpec(ADD_PARTITIONS, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn),
-    ApiSpec(ADD_OFFSETS, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn),
-    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn),
-    ApiSpec(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, txn_offset_commit),
+    ApiSpec(
+        INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id, errors.init_producer_id_error
+    ),
+    ApiSpec(
+        ADD_PARTITIONS,
+        "AddPartitionsToTxn",
+        0,
+        3,
+        add_partitions_to_txn,
+        errors.add_partitions_error,
+    ),
+    ApiSpec(ADD_OFFSETS, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, errors.add_offsets_error),
+    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, errors.end_txn_error),
+    ApiSpec(
+        TXN_OFFSET_COMMIT,
+        "TxnOffsetCommit",
+        0,
+        5,
+        txn_offset_commit,
+        errors.txn_offset_commit_error,
+    ),
     ApiSpec(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, describe_transactions),
     ApiSpec(LIST_TRANSACTIONS, "ListTransactions", 0, 1, list_transactions),
 )

@@ -9,6 +9,10 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark_kafka_txn.embedded import ListenerSecurity
 
 logger = logging.getLogger("pyspark_kafka_txn.cli")
 
@@ -34,6 +38,7 @@ def _broker(args: argparse.Namespace) -> int:
         transaction_version=args.transaction_version,
         transaction_abort_interval_ms=args.abort_interval_ms,
         auto_create_topics=args.auto_create_topics,
+        security=_security(args),
     )
     with kafka:
         for spec in args.topic or ():
@@ -50,6 +55,28 @@ def _broker(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         stop.wait()
     return 0
+
+
+def _security(args: argparse.Namespace) -> ListenerSecurity:
+    from pyspark_kafka_txn.embedded import ListenerSecurity
+
+    users = {}
+    for item in args.sasl_user or ():
+        user, sep, password = item.partition(":")
+        if not sep or not user:
+            raise SystemExit("kafka-txn broker: --sasl-user expects USER:PASSWORD")
+        users[user] = password
+    try:
+        return ListenerSecurity(
+            protocol=args.security_protocol,
+            users=users,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+            ssl_cafile=args.ssl_cafile,
+            ssl_client_auth=args.ssl_client_auth,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"kafka-txn broker: {exc}") from None
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -87,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument(
         "--topic", action="append", metavar="NAME[:PARTITIONS]", help="create a topic at start"
+    )
+    broker.add_argument(
+        "--security-protocol",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        default="PLAINTEXT",
+        help="listener security (SASL mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+    )
+    broker.add_argument(
+        "--sasl-user", action="append", metavar="USER:PASSWORD", help="a SASL user (repeatable)"
+    )
+    broker.add_argument("--ssl-certfile", type=Path, help="PEM server certificate chain")
+    broker.add_argument("--ssl-keyfile", type=Path, help="PEM server private key")
+    broker.add_argument("--ssl-cafile", type=Path, help="PEM CA to verify client certificates")
+    broker.add_argument(
+        "--ssl-client-auth", action="store_true", help="require client certificates"
     )
     broker.set_defaults(run=_broker)
 

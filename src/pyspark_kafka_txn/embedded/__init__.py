@@ -9,5 +9,6 @@ from __future__ import annotations
 from pyspark_kafka_txn.embedded.cluster import TopicError
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.kafka import EmbeddedKafka
+from pyspark_kafka_txn.embedded.security import ListenerSecurity
 
-__all__ = ["ClusterConfig", "EmbeddedKafka", "TopicError"]
+__all__ = ["ClusterConfig", "EmbeddedKafka", "ListenerSecurity", "TopicError"]

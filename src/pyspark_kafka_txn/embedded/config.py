@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from pyspark_kafka_txn.embedded.security import ListenerSecurity
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
 
@@ -35,6 +37,8 @@ class ClusterConfig:
     auto_create_topics
         ``auto.create.topics.enable``. Off by default (stricter than Kafka): code that
         works here must create its topics, so it also works on clusters that forbid it.
+    security
+        Listener security (TLS and/or SASL); plaintext by default.
     """
 
     brokers: int = 1
@@ -51,6 +55,7 @@ class ClusterConfig:
     num_partitions: int = 1
     auto_create_topics: bool = False
     cluster_id: str = "pyspark-kafka-txn-embedded"
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
 
     def __post_init__(self) -> None:
         if self.brokers < 1:

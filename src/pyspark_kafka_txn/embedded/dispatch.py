@@ -16,6 +16,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.embedded.cluster import Cluster
+    from pyspark_kafka_txn.embedded.security import Session
 
 NO_THROTTLE = datetime.timedelta(0)
 
@@ -37,6 +38,7 @@ class Context:
     version: int
     client_id: str | None
     apis: dict[int, ApiSpec]
+    session: Session | None = None
 
 
 Handler = Callable[[Context, Any], Any | Awaitable[Any]]

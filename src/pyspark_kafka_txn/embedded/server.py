@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import ssl
 import struct
 from typing import Any
 
@@ -27,10 +28,15 @@ from pyspark_kafka_txn.embedded.protocol import (
     peek_header,
     response_module,
 )
+from pyspark_kafka_txn.embedded.security import Authenticator, SaslAuthenticationError, Session
 
 logger = logging.getLogger(__name__)
 
 API_VERSIONS = 18
+# Before SASL authentication only these may be sent (ApiVersions, SaslHandshake,
+# SaslAuthenticate), and frames are capped as Kafka's ``sasl.server.max.receive.size``.
+_PRE_AUTH_APIS = frozenset({18, 17, 36})
+_MAX_UNAUTHENTICATED_FRAME = 524_288
 MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes
 _STREAM_LIMIT = 16 * 1024 * 1024
 
@@ -64,12 +70,18 @@ class BrokerServer:
         self.apis = apis
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._authenticator = Authenticator(cluster.config.security)
 
     async def start(self, host: str, port: int) -> int:
         # With asyncio's 64 KiB default the stream pauses and resumes reading every
         # 128 KiB of a megabyte-sized Produce frame; 16 MiB saves 20-30 % of read CPU.
         self._server = await asyncio.start_server(
-            self._serve, host, port, reuse_address=True, limit=_STREAM_LIMIT
+            self._serve,
+            host,
+            port,
+            reuse_address=True,
+            limit=_STREAM_LIMIT,
+            ssl=self.cluster.config.security.ssl_context(),
         )
         bound = int(self._server.sockets[0].getsockname()[1])
         self.cluster.addresses[self.node_id] = (host, bound)
@@ -96,30 +108,58 @@ class BrokerServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
+        session = Session(self._authenticator)
         try:
             while True:
                 size_bytes = await reader.readexactly(4)
                 (size,) = struct.unpack(">i", size_bytes)
-                if size < 0 or size > MAX_FRAME:
+                limit = MAX_FRAME if not session.needs_auth else _MAX_UNAUTHENTICATED_FRAME
+                if size < 0 or size > limit:
                     logger.warning("closing connection: frame size %d", size)
                     return
                 frame = await reader.readexactly(size)
-                response = await self._handle(frame)
+                response: bytes | None
+                if session.raw_tokens and session.needs_auth:
+                    response = self._raw_sasl(session, frame)
+                else:
+                    response = await self._handle(frame, session)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, _CloseConnectionError):
+                if session.close_after_response:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, _CloseConnectionError):
             pass
         finally:
             self._connections.discard(writer)
             writer.transport.abort()
 
-    async def _handle(self, frame: bytes) -> bytes | None:
-        api_key, version, correlation_id = peek_header(frame)
+    @staticmethod
+    def _raw_sasl(session: Session, token: bytes) -> bytes:
+        """One raw SASL token after SaslHandshake v0 (no Kafka framing)."""
+        assert session.mechanism is not None
+        try:
+            answer, done = session.mechanism.step(token)
+        except SaslAuthenticationError as exc:
+            logger.info("SASL/%s authentication failed: %s", session.mechanism_name, exc)
+            raise _CloseConnectionError from exc
+        session.authenticated = done
+        return struct.pack(">i", len(answer)) + answer
+
+    def _spec_for(self, api_key: int, version: int, session: Session) -> ApiSpec:
+        """The served API of a request; closes the connection as Kafka would if none."""
+        if session.needs_auth and api_key not in _PRE_AUTH_APIS:
+            logger.warning("closing connection: api key %d before SASL authentication", api_key)
+            raise _CloseConnectionError
         spec = self.apis.get(api_key)
         if spec is None:
             logger.warning("closing connection: unsupported api key %d", api_key)
             raise _CloseConnectionError
+        return spec
+
+    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
+        api_key, version, correlation_id = peek_header(frame)
+        spec = self._spec_for(api_key, version, session)
         if not spec.accepts(version):
             if api_key == API_VERSIONS and version > spec.max_version:
                 return self._api_versions_fallback(spec, correlation_id)
@@ -131,7 +171,9 @@ class BrokerServer:
             logger.warning("closing connection: %s", exc)
             raise _CloseConnectionError from exc
         fault = self.cluster.faults.take(api_key, self.node_id)
-        ctx = Context(self.cluster, self.node_id, api_key, version, request.client_id, self.apis)
+        ctx = Context(
+            self.cluster, self.node_id, api_key, version, request.client_id, self.apis, session
+        )
         if fault is not None:
             early = await self._apply_fault_before(fault, ctx, spec, request.body)
             if early is not None:
@@ -144,19 +186,30 @@ class BrokerServer:
             self.cluster.internal_errors.append(f"{spec.name} v{version}: {exc!r}")
             logger.exception("%s v%d failed; closing the connection", spec.name, version)
             raise _CloseConnectionError from exc
-        if fault is not None and fault.action is FaultAction.DROP_AFTER:
-            logger.info("fault: %s executed, connection dropped before the answer", spec.name)
-            raise _CloseConnectionError
-        if fault is not None and fault.action is FaultAction.ERROR_AFTER:
-            if isinstance(body, NoResponse):  # acks=0: a failed produce closes the channel
-                raise _CloseConnectionError
-            body = _replace_errors(body, fault.error)
+        if fault is not None:
+            body = self._apply_fault_after(fault, spec, body)
         if isinstance(body, NoResponse):
             if body.close:
                 raise _CloseConnectionError
             return None
         logger.debug("api=%s v%d corr=%d", spec.name, version, correlation_id)
-        return encode_response(api_key, version, correlation_id, body)
+        try:
+            return encode_response(api_key, version, correlation_id, body)
+        except Exception as exc:
+            self.cluster.internal_errors.append(f"encoding {spec.name} v{version}: {exc!r}")
+            logger.exception("cannot encode %s v%d; closing the connection", spec.name, version)
+            raise _CloseConnectionError from exc
+
+    @staticmethod
+    def _apply_fault_after(fault: FaultRule, spec: ApiSpec, body: Any) -> Any:
+        if fault.action is FaultAction.DROP_AFTER:
+            logger.info("fault: %s executed, connection dropped before the answer", spec.name)
+            raise _CloseConnectionError
+        if fault.action is FaultAction.ERROR_AFTER:
+            if isinstance(body, NoResponse):  # acks=0: a failed produce closes the channel
+                raise _CloseConnectionError
+            return _replace_errors(body, fault.error)
+        return body
 
     async def _apply_fault_before(
         self, fault: FaultRule, ctx: Context, spec: ApiSpec, body: Any

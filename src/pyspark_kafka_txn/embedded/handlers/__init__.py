@@ -8,9 +8,16 @@ versions it serves, its behaviour and its simplifications.
 from __future__ import annotations
 
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec
-from pyspark_kafka_txn.embedded.handlers import cluster, data, groups, membership, txn
+from pyspark_kafka_txn.embedded.handlers import cluster, data, groups, membership, sasl, txn
 
 APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
-    for spec in (*cluster.SPECS, *data.SPECS, *txn.SPECS, *groups.SPECS, *membership.SPECS)
+    for spec in (
+        *cluster.SPECS,
+        *data.SPECS,
+        *txn.SPECS,
+        *groups.SPECS,
+        *membership.SPECS,
+        *sasl.SPECS,
+    )
 }

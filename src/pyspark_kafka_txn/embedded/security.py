@@ -1,0 +1,279 @@
+"""Listener security of the embedded cluster: TLS and SASL (PLAIN, SCRAM-SHA-256/512).
+
+Behaviour follows Kafka's ``SaslServerAuthenticator``: on a SASL listener a connection
+may send only ApiVersions, SaslHandshake and SaslAuthenticate until it has
+authenticated; anything else closes it. A failed authentication is answered with
+SASL_AUTHENTICATION_FAILED and the connection is then closed. SaslHandshake v0 switches
+the connection to raw SASL tokens (no Kafka framing), as old clients expect. SCRAM is
+RFC 5802/7677 with Kafka's minimum of 4096 iterations; credentials are derived from the
+configured passwords at start.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_ITERATIONS = 4096
+
+
+class SaslAuthenticationError(Exception):
+    """Credentials or the SASL exchange were rejected."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListenerSecurity:
+    """How the brokers' listeners authenticate clients.
+
+    Parameters
+    ----------
+    protocol
+        ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+    sasl_mechanisms
+        Mechanisms enabled on SASL listeners.
+    users
+        ``{username: password}`` accepted by SASL; never logged.
+    ssl_certfile, ssl_keyfile
+        PEM server certificate (chain) and key, required for SSL and SASL_SSL.
+    ssl_cafile
+        PEM CA bundle to verify client certificates with (``ssl_client_auth``).
+    ssl_client_auth
+        Require a client certificate (``ssl.client.auth=required``).
+    """
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_cafile: Path | None = None
+    ssl_client_auth: bool = False
+
+    def __post_init__(self) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security protocol must be one of {SECURITY_PROTOCOLS}, got {self.protocol!r}"
+            )
+        unknown = set(self.sasl_mechanisms) - set(SASL_MECHANISMS)
+        if unknown:
+            raise ValueError(f"unsupported SASL mechanisms {sorted(unknown)}")
+        if self.uses_ssl and (self.ssl_certfile is None or self.ssl_keyfile is None):
+            raise ValueError(f"{self.protocol} needs ssl_certfile and ssl_keyfile")
+        if self.ssl_client_auth and self.ssl_cafile is None:
+            raise ValueError("ssl_client_auth needs ssl_cafile to verify client certificates")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server-side TLS context, or None for plaintext listeners."""
+        if not self.uses_ssl:
+            return None
+        assert self.ssl_certfile is not None and self.ssl_keyfile is not None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(self.ssl_certfile), str(self.ssl_keyfile))
+        if self.ssl_cafile is not None:
+            context.load_verify_locations(cafile=str(self.ssl_cafile))
+        context.verify_mode = ssl.CERT_REQUIRED if self.ssl_client_auth else ssl.CERT_NONE
+        return context
+
+
+class SaslMechanism(Protocol):
+    """Server side of one SASL exchange."""
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        """Process a client token; return (server token, exchange complete)."""
+        ...
+
+
+class PlainMechanism:
+    """SASL/PLAIN (RFC 4616): one message ``authzid NUL user NUL password``."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self.user: str | None = None
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise SaslAuthenticationError("invalid SASL/PLAIN message")
+        authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
+        if authzid and authzid != user:
+            raise SaslAuthenticationError("authorization id must match the user name")
+        expected = self._users.get(user)
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise SaslAuthenticationError("Invalid username or password")
+        self.user = user
+        return b"", True
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """Stored SCRAM credential (what Kafka keeps instead of the password)."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
+def scram_credential(
+    password: str, hash_name: str, iterations: int = SCRAM_ITERATIONS
+) -> ScramCredential:
+    """Derive a SCRAM credential from a password with a fresh random salt."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+    return ScramCredential(
+        salt=salt,
+        iterations=iterations,
+        stored_key=hashlib.new(hash_name, client_key).digest(),
+        server_key=hmac.new(salted, b"Server Key", hash_name).digest(),
+    )
+
+
+def _scram_attrs(message: str) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    for part in message.split(","):
+        if len(part) < 2 or part[1] != "=":
+            raise SaslAuthenticationError(f"malformed SCRAM attribute {part[:16]!r}")
+        attrs[part[0]] = part[2:]
+    return attrs
+
+
+class ScramMechanism:
+    """SASL/SCRAM-SHA-256 or -512 (RFC 5802), server side, two round trips."""
+
+    def __init__(self, credentials: Mapping[str, ScramCredential], hash_name: str) -> None:
+        self._credentials = credentials
+        self._hash = hash_name
+        self._state = 0
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+        self._gs2 = ""
+        self._credential: ScramCredential | None = None
+        self.user: str | None = None
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        message = token.decode("utf-8", "replace")
+        if self._state == 0:
+            return self._first(message), False
+        if self._state == 1:
+            return self._final(message), True
+        raise SaslAuthenticationError("unexpected SCRAM message after completion")
+
+    def _first(self, message: str) -> bytes:
+        pieces = message.split(",", 2)
+        # gs2 header: no channel binding ("n" or "y"), optional "a=authzid"
+        if (
+            len(pieces) != 3
+            or pieces[0] not in ("n", "y")
+            or (pieces[1] and not pieces[1].startswith("a="))
+        ):
+            raise SaslAuthenticationError("invalid SCRAM client-first message")
+        self._gs2 = f"{pieces[0]},{pieces[1]},"
+        self._client_first_bare = pieces[2]
+        attrs = _scram_attrs(self._client_first_bare)
+        if "m" in attrs:
+            raise SaslAuthenticationError("SCRAM extensions are not supported")
+        user = attrs.get("n", "").replace("=2C", ",").replace("=3D", "=")
+        if pieces[1].startswith("a=") and pieces[1][2:] != user:
+            raise SaslAuthenticationError("authorization id must match the user name")
+        credential = self._credentials.get(user)
+        if credential is None:
+            raise SaslAuthenticationError("Invalid username or password")
+        self._credential = credential
+        self.user = user
+        self._nonce = attrs.get("r", "") + secrets.token_urlsafe(18)
+        salt = base64.b64encode(credential.salt).decode()
+        self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
+        self._state = 1
+        return self._server_first.encode()
+
+    def _final(self, message: str) -> bytes:
+        assert self._credential is not None
+        without_proof, _, proof_attr = message.rpartition(",p=")
+        attrs = _scram_attrs(without_proof)
+        if attrs.get("r") != self._nonce:
+            raise SaslAuthenticationError("SCRAM nonce mismatch")
+        if base64.b64decode(attrs.get("c", "")) != self._gs2.encode():
+            raise SaslAuthenticationError("SCRAM channel binding mismatch")
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = hmac.new(self._credential.stored_key, auth_message, self._hash).digest()
+        try:
+            proof = base64.b64decode(proof_attr, validate=True)
+        except ValueError as exc:
+            raise SaslAuthenticationError("malformed SCRAM proof") from exc
+        if len(proof) != len(signature):
+            raise SaslAuthenticationError("Invalid username or password")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(
+            hashlib.new(self._hash, client_key).digest(), self._credential.stored_key
+        ):
+            raise SaslAuthenticationError("Invalid username or password")
+        server_signature = hmac.new(self._credential.server_key, auth_message, self._hash).digest()
+        self._state = 2
+        return b"v=" + base64.b64encode(server_signature)
+
+
+class Authenticator:
+    """Creates the per-connection SASL mechanism objects of a listener."""
+
+    def __init__(self, security: ListenerSecurity) -> None:
+        self.security = security
+        self._scram: dict[str, dict[str, ScramCredential]] = {}
+        for mechanism in security.sasl_mechanisms:
+            if mechanism.startswith("SCRAM-"):
+                hash_name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+                self._scram[mechanism] = {
+                    user: scram_credential(password, hash_name)
+                    for user, password in security.users.items()
+                }
+
+    @property
+    def required(self) -> bool:
+        return self.security.uses_sasl
+
+    def mechanism(self, name: str) -> SaslMechanism | None:
+        """A fresh server for ``name``, or None if it is not enabled."""
+        if name not in self.security.sasl_mechanisms or not self.required:
+            return None
+        if name == "PLAIN":
+            return PlainMechanism(self.security.users)
+        hash_name = "sha256" if name == "SCRAM-SHA-256" else "sha512"
+        return ScramMechanism(self._scram[name], hash_name)
+
+
+@dataclass(slots=True)
+class Session:
+    """Authentication state of one client connection."""
+
+    authenticator: Authenticator
+    authenticated: bool = False
+    mechanism: SaslMechanism | None = None
+    mechanism_name: str = ""
+    raw_tokens: bool = False  # after SaslHandshake v0
+    close_after_response: bool = False
+    principal: str | None = None
+
+    @property
+    def needs_auth(self) -> bool:
+        return self.authenticator.required and not self.authenticated

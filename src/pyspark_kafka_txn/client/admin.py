@@ -1,0 +1,328 @@
+"""Admin calls the exactly-once writer needs.
+
+* :func:`create_topics` (CreateTopics, sent to the controller);
+* :func:`describe_broker_configs` (DescribeConfigs, e.g. ``transaction.max.timeout.ms``);
+* :func:`list_transactions` / :func:`describe_transactions` (find lingering transactions:
+  ListTransactions goes to every broker, each coordinating a share of the ids);
+* :func:`fetch_offsets` (OffsetFetch with RequireStable; UNSTABLE_OFFSET_COMMIT, i.e. a
+  transactional offset commit still pending, is retried until it settles).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+
+from pyspark_kafka_txn.client.connection import Connection, request_entity
+from pyspark_kafka_txn.client.errors import BrokerError
+from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
+
+__all__ = [
+    "CommittedOffset",
+    "TransactionDescription",
+    "TransactionListing",
+    "create_topics",
+    "describe_broker_configs",
+    "describe_transactions",
+    "fetch_offsets",
+    "list_transactions",
+]
+
+OFFSET_FETCH = 9
+CREATE_TOPICS = 19
+DESCRIBE_CONFIGS = 32
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+
+_BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """One entry of ListTransactions."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions result of one transactional id."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """A committed offset (-1 if none) and its metadata."""
+
+    offset: int
+    metadata: str | None
+
+
+def create_topics(
+    cluster: ClusterClient,
+    topics: Mapping[str, int],
+    *,
+    replication_factor: int = -1,
+    configs: Mapping[str, str] | None = None,
+    exist_ok: bool = False,
+    timeout_ms: int = 30_000,
+) -> None:
+    """Create ``{name: partitions}``; TOPIC_ALREADY_EXISTS is ignored with ``exist_ok``."""
+
+    def call() -> None:
+        conn = cluster.controller()
+        version = conn.version(CREATE_TOPICS, 2, 7)
+        entries = tuple(
+            request_entity(
+                CREATE_TOPICS,
+                version,
+                "CreatableTopic",
+                name=name,
+                num_partitions=parts,
+                replication_factor=replication_factor,
+                assignments=(),
+                configs=tuple(
+                    request_entity(CREATE_TOPICS, version, "CreatableTopicConfig", name=k, value=v)
+                    for k, v in (configs or {}).items()
+                ),
+            )
+            for name, parts in topics.items()
+        )
+        body = conn.request(
+            CREATE_TOPICS,
+            version,
+            topics=entries,
+            timeout=timedelta(milliseconds=timeout_ms),
+            validate_only=False,
+        )
+        for res in body.topics:
+            code = res.error_code
+            if code == ErrorCode.topic_already_exists and exist_ok:
+                continue
+            if code != ErrorCode.none:
+                raise BrokerError(code, f"CreateTopics({res.name}): {res.error_message or ''}")
+
+    cluster.retrying("CreateTopics", call)
+
+
+def describe_broker_configs(
+    cluster: ClusterClient, keys: Iterable[str], *, broker_id: int | None = None
+) -> dict[str, str | None]:
+    """Values of broker configs ``keys`` (of ``broker_id`` or any broker)."""
+    wanted = tuple(keys)
+
+    def call() -> dict[str, str | None]:
+        node = broker_id if broker_id is not None else min(cluster.brokers())
+        conn = cluster.connection(node)
+        version = conn.version(DESCRIBE_CONFIGS, 1, 4)
+        resource = request_entity(
+            DESCRIBE_CONFIGS,
+            version,
+            "DescribeConfigsResource",
+            resource_type=_BROKER_RESOURCE,
+            resource_name=str(node),
+            configuration_keys=wanted,
+        )
+        body = conn.request(
+            DESCRIBE_CONFIGS,
+            version,
+            resources=(resource,),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        out: dict[str, str | None] = {}
+        for result in body.results:
+            if result.error_code != ErrorCode.none:
+                raise BrokerError(result.error_code, f"DescribeConfigs({result.error_message})")
+            for entry in result.configs:
+                out[str(entry.name)] = entry.value
+        return out
+
+    return cluster.retrying("DescribeConfigs", call)
+
+
+def list_transactions(
+    cluster: ClusterClient,
+    *,
+    states: Iterable[str] = (),
+    producer_ids: Iterable[int] = (),
+    min_duration_ms: int = -1,
+) -> list[TransactionListing]:
+    """ListTransactions on every broker, filters AND-ed (``min_duration_ms`` needs v1)."""
+    out: list[TransactionListing] = []
+    for node in sorted(cluster.brokers()):
+
+        def call(node: int = node) -> list[TransactionListing]:
+            conn = cluster.connection(node)
+            version = conn.version(LIST_TRANSACTIONS, 0, 1)
+            body = conn.request(
+                LIST_TRANSACTIONS,
+                version,
+                state_filters=tuple(states),
+                producer_id_filters=tuple(producer_ids),
+                duration_filter=min_duration_ms,
+            )
+            if body.error_code != ErrorCode.none:
+                raise BrokerError(body.error_code, f"ListTransactions on broker {node}")
+            return [
+                TransactionListing(
+                    str(t.transactional_id), int(t.producer_id), str(t.transaction_state)
+                )
+                for t in body.transaction_states
+            ]
+
+        out.extend(cluster.retrying("ListTransactions", call))
+    return sorted(out, key=lambda t: t.transactional_id)
+
+
+def describe_transactions(
+    cluster: ClusterClient, transactional_ids: Iterable[str]
+) -> dict[str, TransactionDescription | None]:
+    """DescribeTransactions per id at its coordinator; None for unknown ids."""
+    out: dict[str, TransactionDescription | None] = {}
+    for tid in transactional_ids:
+
+        def call(conn: Connection, tid: str = tid) -> TransactionDescription | None:
+            version = conn.version(DESCRIBE_TRANSACTIONS, 0, 0)
+            # kio rejects the -1 start time Kafka sends for unknown/Empty ids: decode here.
+            frame, pos = conn.request(
+                DESCRIBE_TRANSACTIONS, version, transactional_ids=(tid,), raw_response=True
+            )
+            (state,) = _decode_describe_transactions_v0(frame, pos)
+            if state.code == ErrorCode.transactional_id_not_found:
+                return None
+            if state.code != ErrorCode.none:
+                raise BrokerError(state.code, f"DescribeTransactions({tid!r})")
+            return state.description
+
+        out[tid] = cluster.coordinator_call(TRANSACTION, tid, "DescribeTransactions", call)
+    return out
+
+
+def fetch_offsets(
+    cluster: ClusterClient,
+    group_id: str,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    require_stable: bool = True,
+) -> dict[tuple[str, int], CommittedOffset]:
+    """OffsetFetch (v7 or lower) of ``partitions`` for ``group_id``.
+
+    With ``require_stable`` a partition with a pending transactional offset answers
+    UNSTABLE_OFFSET_COMMIT, which is retried until the transaction ends (or time runs out).
+    """
+    by_topic: dict[str, list[int]] = {}
+    for topic, part in partitions:
+        by_topic.setdefault(topic, []).append(part)
+
+    def call(conn: Connection) -> dict[tuple[str, int], CommittedOffset]:
+        version = conn.version(OFFSET_FETCH, 1, 7)
+        if require_stable and version < 7:
+            raise BrokerError(ErrorCode.unsupported_version, "OffsetFetch with RequireStable")
+        topics = tuple(
+            request_entity(
+                OFFSET_FETCH,
+                version,
+                "OffsetFetchRequestTopic",
+                name=t,
+                partition_indexes=tuple(sorted(ps)),
+            )
+            for t, ps in by_topic.items()
+        )
+        body = conn.request(
+            OFFSET_FETCH, version, group_id=group_id, topics=topics, require_stable=require_stable
+        )
+        top = getattr(body, "error_code", ErrorCode.none)
+        if top != ErrorCode.none:
+            raise BrokerError(top, f"OffsetFetch({group_id!r})")
+        out: dict[tuple[str, int], CommittedOffset] = {}
+        for topic in body.topics:
+            for res in topic.partitions:
+                if res.error_code != ErrorCode.none:
+                    raise BrokerError(res.error_code, f"OffsetFetch({group_id!r}, {topic.name})")
+                out[(str(topic.name), int(res.partition_index))] = CommittedOffset(
+                    int(res.committed_offset), res.metadata
+                )
+        return out
+
+    return cluster.coordinator_call(GROUP, group_id, "OffsetFetch", call)
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribedState:
+    code: ErrorCode
+    description: TransactionDescription
+
+
+class _Reader:
+    """Minimal reader of flexible-version primitives (DescribeTransactions v0 only)."""
+
+    def __init__(self, data: bytes, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+
+    def fixed(self, fmt: str) -> int:
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return int(value)
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            byte = self.data[self.pos]
+            self.pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+
+    def string(self) -> str:
+        n = self.uvarint() - 1
+        if n < 0:
+            return ""
+        text = self.data[self.pos : self.pos + n].decode()
+        self.pos += n
+        return text
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+
+
+def _decode_describe_transactions_v0(data: bytes, pos: int) -> list[_DescribedState]:
+    r = _Reader(data, pos)
+    r.fixed(">i")  # throttle time
+    out = []
+    for _ in range(r.uvarint() - 1):
+        code = ErrorCode(r.fixed(">h"))
+        tid = r.string()
+        state = r.string()
+        timeout_ms = r.fixed(">i")
+        start_ms = r.fixed(">q")
+        producer_id = r.fixed(">q")
+        epoch = r.fixed(">h")
+        parts: list[tuple[str, int]] = []
+        for _ in range(r.uvarint() - 1):
+            topic = r.string()
+            parts.extend((topic, r.fixed(">i")) for _ in range(r.uvarint() - 1))
+            r.skip_tags()
+        r.skip_tags()
+        desc = TransactionDescription(
+            tid, state, producer_id, epoch, timeout_ms, start_ms, tuple(sorted(parts))
+        )
+        out.append(_DescribedState(code, desc))
+    return out

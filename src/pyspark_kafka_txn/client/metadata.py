@@ -1,0 +1,313 @@
+"""Cluster view: bootstrap, broker connections, partition leaders and coordinators.
+
+:class:`ClusterClient` owns one :class:`~pyspark_kafka_txn.client.connection.Connection`
+per broker, a cache of topic metadata (partition count and leader per partition) and of
+coordinators (transaction and group). Callers invalidate entries when a response says
+NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR; the next lookup asks the cluster again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
+from pyspark_kafka_txn.client.errors import (
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+)
+
+__all__ = [
+    "GROUP",
+    "TRANSACTION",
+    "ClusterClient",
+    "TopicInfo",
+    "parse_bootstrap",
+]
+
+log = logging.getLogger(__name__)
+
+METADATA = 3
+FIND_COORDINATOR = 10
+
+#: FindCoordinator key types.
+GROUP = 0
+TRANSACTION = 1
+
+_T = TypeVar("_T")
+
+# Errors after which the coordinator must be looked up again.
+COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """Parse ``"host:port,host:port"`` (or a list of ``host:port``) into pairs.
+
+    Raises
+    ------
+    ConfigError
+        If an entry has no valid port or the list is empty.
+    """
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"bootstrap.servers: {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ConfigError("bootstrap.servers is empty")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """Partition leaders of one topic (leader -1 = currently unknown)."""
+
+    name: str
+    leaders: tuple[int, ...]
+
+    @property
+    def partitions(self) -> int:
+        """Number of partitions."""
+        return len(self.leaders)
+
+
+class ClusterClient:
+    """Connections to a cluster plus cached metadata.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``host:port`` list.
+    config
+        Socket options for every connection.
+    retry_timeout_s
+        Total time budget of the retry loops in :meth:`topic` and :meth:`coordinator`.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        config: ConnectionConfig | None = None,
+        retry_timeout_s: float = 60.0,
+    ) -> None:
+        self.config = config or ConnectionConfig()
+        self.retry_timeout_s = retry_timeout_s
+        self._bootstrap = [
+            Connection(h, p, self.config) for h, p in parse_bootstrap(bootstrap_servers)
+        ]
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._conns: dict[int, Connection] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in (*self._bootstrap, *self._conns.values()):
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------
+
+    def any_connection(self) -> Connection:
+        """A connected broker: a known one first, else a bootstrap address."""
+        errors: list[str] = []
+        for conn in (*self._conns.values(), *self._bootstrap):
+            try:
+                conn.connect()
+                return conn
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+        raise KafkaConnectionError("no broker reachable: " + "; ".join(errors))
+
+    def connection(self, node_id: int) -> Connection:
+        """The (connected) connection to broker ``node_id``."""
+        conn = self._conns.get(node_id)
+        if conn is None:
+            if node_id not in self._brokers:
+                self.refresh()
+            if node_id not in self._brokers:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            host, port = self._brokers[node_id]
+            conn = self._conns[node_id] = Connection(host, port, self.config, node_id)
+        conn.connect()
+        return conn
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """Broker id -> (host, port), from a fresh Metadata request."""
+        self.refresh()
+        return dict(self._brokers)
+
+    def controller(self) -> Connection:
+        """Connection to the controller (where CreateTopics goes)."""
+        body = self.refresh()
+        return self.connection(int(body.controller_id))
+
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` (0 if not advertised)."""
+        return self.any_connection().finalized_features.get("transaction.version", 0)
+
+    # -- retry helper ------------------------------------------------------------------
+
+    def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` until it does not raise a retriable error or time runs out."""
+        deadline = time.monotonic() + self.retry_timeout_s
+        delay = self.config.reconnect_backoff_s
+        while True:
+            try:
+                return attempt()
+            except (KafkaConnectionError, BrokerError) as exc:
+                if not getattr(exc, "retriable", False) or time.monotonic() + delay > deadline:
+                    raise
+                log.debug("%s: retrying after %s", what, exc)
+            time.sleep(delay)
+            delay = min(delay * 2, self.config.reconnect_backoff_max_s)
+
+    # -- metadata ----------------------------------------------------------------------
+
+    def refresh(self, topics: Iterable[str] | None = ()) -> Any:
+        """Send a Metadata request for ``topics`` (None = all) and update the caches."""
+        conn = self.any_connection()
+        version = conn.version(METADATA, 1, 12)
+        names = None if topics is None else [{"name": t} for t in topics]
+        req_topics = None
+        if names is not None:
+            mod = load_payload_module(METADATA, version, EntityType.request)
+            req_topics = tuple(
+                mod.MetadataRequestTopic(**_only(mod.MetadataRequestTopic, n, topic_id=None))
+                for n in names
+            )
+        body = conn.request(
+            METADATA,
+            version,
+            topics=req_topics,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+            include_cluster_authorized_operations=False,
+        )
+        self._brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in body.brokers}
+        for node_id, conn_ in list(self._conns.items()):
+            if self._brokers.get(node_id) != (conn_.host, conn_.port):
+                conn_.close()
+                del self._conns[node_id]
+        for topic in body.topics:
+            if topic.error_code != ErrorCode.none:
+                self._topics.pop(str(topic.name), None)
+                continue
+            parts = sorted(topic.partitions, key=lambda p: int(p.partition_index))
+            leaders = tuple(
+                int(p.leader_id) if p.error_code == ErrorCode.none else -1 for p in parts
+            )
+            self._topics[str(topic.name)] = TopicInfo(str(topic.name), leaders)
+        return body
+
+    def topic(self, name: str) -> TopicInfo:
+        """Metadata of ``name`` (cached; refreshed while it is missing or leaderless)."""
+
+        def attempt() -> TopicInfo:
+            info = self._topics.get(name)
+            if info is None or -1 in info.leaders:
+                body = self.refresh([name])
+                info = self._topics.get(name)
+                if info is None:
+                    code = next(
+                        (t.error_code for t in body.topics if str(t.name) == name),
+                        ErrorCode.unknown_topic_or_partition,
+                    )
+                    raise BrokerError(code, f"metadata for topic {name!r}")
+                if -1 in info.leaders:
+                    raise BrokerError(ErrorCode.leader_not_available, f"topic {name!r}")
+            return info
+
+        return self.retrying(f"metadata {name}", attempt)
+
+    def invalidate_topic(self, name: str) -> None:
+        """Forget the cached leaders of ``name`` (after NOT_LEADER_OR_FOLLOWER)."""
+        self._topics.pop(name, None)
+
+    # -- coordinators ------------------------------------------------------------------
+
+    def coordinator(self, key_type: int, key: str) -> Connection:
+        """Connection to the coordinator of ``key`` (transactional id or group id)."""
+
+        def attempt() -> Connection:
+            node = self._coordinators.get((key_type, key))
+            if node is None:
+                node = self._find_coordinator(key_type, key)
+                self._coordinators[(key_type, key)] = node
+            try:
+                return self.connection(node)
+            except KafkaConnectionError:
+                self._coordinators.pop((key_type, key), None)
+                raise
+
+        return self.retrying(f"coordinator {key}", attempt)
+
+    def invalidate_coordinator(self, key_type: int, key: str) -> None:
+        """Forget the cached coordinator of ``key`` (after NOT_COORDINATOR)."""
+        self._coordinators.pop((key_type, key), None)
+
+    def _find_coordinator(self, key_type: int, key: str) -> int:
+        conn = self.any_connection()
+        version = conn.version(FIND_COORDINATOR, 1, 4)
+        if version >= 4:
+            body = conn.request(
+                FIND_COORDINATOR, version, key_type=key_type, coordinator_keys=(key,)
+            )
+            entry = body.coordinators[0]
+            code, node, host, port = entry.error_code, entry.node_id, entry.host, entry.port
+        else:
+            body = conn.request(FIND_COORDINATOR, version, key=key, key_type=key_type)
+            code, node, host, port = body.error_code, body.node_id, body.host, body.port
+        if code != ErrorCode.none:
+            raise BrokerError(code, f"FindCoordinator({key_type}, {key!r})")
+        self._brokers.setdefault(int(node), (str(host), int(port)))
+        return int(node)
+
+    def coordinator_call(
+        self, key_type: int, key: str, what: str, call: Callable[[Connection], _T]
+    ) -> _T:
+        """Run ``call`` on the coordinator, re-finding it after NOT_COORDINATOR.
+
+        ``call`` raises :class:`BrokerError` for error codes; retriable ones (including
+        CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS) are retried here.
+        """
+
+        def attempt() -> _T:
+            conn = self.coordinator(key_type, key)
+            try:
+                return call(conn)
+            except BrokerError as exc:
+                if exc.code in COORDINATOR_MOVED:
+                    self.invalidate_coordinator(key_type, key)
+                raise
+            except KafkaConnectionError:
+                self.invalidate_coordinator(key_type, key)
+                raise
+
+        return self.retrying(what, attempt)
+
+
+def _only(cls: type[Any], fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    merged = {**extra, **fields}
+    return {k: v for k, v in merged.items() if k in names}

@@ -1,0 +1,222 @@
+"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) for client connections.
+
+Options use the names users give Spark's Kafka connector (``kafka.`` prefix removed):
+``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl.truststore.location``
+with ``ssl.truststore.type=PEM`` (or librdkafka's ``ssl.ca.location``),
+``ssl.keystore.location`` with ``ssl.keystore.type=PEM`` (or ``ssl.certificate.location`` +
+``ssl.key.location``), ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
+(``https`` = verify the host name, empty = do not), ``sasl.mechanism`` and
+``sasl.jaas.config`` (``...PlainLoginModule required username="u" password="p";``, also
+``ScramLoginModule``) or librdkafka's ``sasl.username`` / ``sasl.password``.
+
+Secrets never appear in ``repr``, logs or exception messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
+
+__all__ = [
+    "SECURITY_OPTIONS",
+    "ScramClient",
+    "SecurityConfig",
+]
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_JAAS_PAIR = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+#: Option names understood by :meth:`SecurityConfig.from_options`.
+SECURITY_OPTIONS = frozenset(
+    {
+        "security.protocol",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.ca.location",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.mechanism",
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """How to secure a connection.
+
+    Attributes
+    ----------
+    protocol
+        PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    ca_file, cert_file, key_file
+        PEM files: trusted CAs (None = system defaults), client certificate and key.
+    key_password
+        Password of ``key_file`` (hidden from repr).
+    check_hostname
+        Verify the broker's host name against its certificate.
+    sasl_mechanism
+        PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    username, password
+        SASL credentials (the password is hidden from repr).
+    """
+
+    protocol: str = "PLAINTEXT"
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    key_password: str | None = field(default=None, repr=False)
+    check_hostname: bool = True
+    sasl_mechanism: str = "PLAIN"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.protocol not in _PROTOCOLS:
+            raise ConfigError(f"security.protocol must be one of {', '.join(_PROTOCOLS)}")
+        if self.uses_sasl:
+            if self.sasl_mechanism not in _MECHANISMS:
+                raise ConfigError(
+                    f"sasl.mechanism must be one of {', '.join(_MECHANISMS)}, "
+                    f"got {self.sasl_mechanism!r}"
+                )
+            if self.username is None or self.password is None:
+                raise ConfigError(
+                    "SASL needs a username and password (sasl.jaas.config or "
+                    "sasl.username / sasl.password)"
+                )
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the socket is wrapped in TLS."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether SASL authentication follows ApiVersions."""
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SecurityConfig:
+        """Parse the Kafka option names listed in the module docstring.
+
+        Raises
+        ------
+        ConfigError
+            For JKS/PKCS12 stores (convert them to PEM), unknown protocols or mechanisms,
+            or SASL without credentials. Messages never include secret values.
+        """
+        opts = dict(options)
+        for key in ("ssl.truststore.type", "ssl.keystore.type"):
+            # Kafka's default store type is JKS, so a location needs an explicit PEM.
+            kind = opts.get(key, "JKS" if key.replace("type", "location") in opts else "")
+            if kind and kind.upper() != "PEM":
+                raise ConfigError(
+                    f"{key}={kind} is not supported by the Python client: convert the store "
+                    "to PEM and set the type to PEM"
+                )
+        username = opts.get("sasl.username")
+        password = opts.get("sasl.password")
+        jaas = opts.get("sasl.jaas.config")
+        if jaas:
+            pairs = {k: v.replace('\\"', '"') for k, v in _JAAS_PAIR.findall(jaas)}
+            if "username" not in pairs or "password" not in pairs:
+                raise ConfigError('sasl.jaas.config must set username="..." and password="..."')
+            username, password = pairs["username"], pairs["password"]
+        keystore = opts.get("ssl.keystore.location")
+        algo = opts.get("ssl.endpoint.identification.algorithm", "https")
+        return cls(
+            protocol=opts.get("security.protocol", "PLAINTEXT").upper(),
+            ca_file=opts.get("ssl.truststore.location") or opts.get("ssl.ca.location"),
+            cert_file=opts.get("ssl.certificate.location") or keystore,
+            key_file=opts.get("ssl.key.location") or keystore,
+            key_password=opts.get("ssl.key.password") or opts.get("ssl.keystore.password"),
+            check_hostname=algo.lower() == "https",
+            sasl_mechanism=opts.get("sasl.mechanism", "PLAIN").upper(),
+            username=username,
+            password=password,
+        )
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client TLS context for these settings."""
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx.check_hostname = self.check_hostname
+            if self.cert_file:
+                ctx.load_cert_chain(self.cert_file, self.key_file, password=self.key_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load TLS files: {type(exc).__name__}") from None
+        return ctx
+
+
+class ScramClient:
+    """Client side of SCRAM (RFC 5802 / RFC 7677) without channel binding.
+
+    Parameters
+    ----------
+    mechanism
+        ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` (``SCRAM-SHA-1`` only for RFC test vectors).
+    username, password
+        Credentials.
+    nonce
+        Client nonce (random if None; fixed only in tests).
+    """
+
+    def __init__(
+        self, mechanism: str, username: str, password: str, nonce: str | None = None
+    ) -> None:
+        self._hash = mechanism.removeprefix("SCRAM-").replace("-", "").lower()
+        self._password = password.encode()
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        user = username.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={user},r={self._nonce}"
+        self._server_signature = b""
+
+    def first_message(self) -> bytes:
+        """client-first-message."""
+        return f"n,,{self._first_bare}".encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        """client-final-message for the server-first-message."""
+        text = server_first.decode()
+        attrs = dict(part.split("=", 1) for part in text.split(","))
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if not nonce.startswith(self._nonce) or not salt or not iterations.isdigit():
+            raise AuthenticationError("SCRAM: malformed server-first-message")
+        salted = hashlib.pbkdf2_hmac(
+            self._hash, self._password, base64.b64decode(salt), int(iterations)
+        )
+        client_key = hmac.digest(salted, b"Client Key", self._hash)
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = hmac.digest(stored_key, auth, self._hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._hash)
+        self._server_signature = hmac.digest(server_key, auth, self._hash)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify_server_final(self, server_final: bytes) -> None:
+        """Check the server's signature (mutual authentication)."""
+        text = server_final.decode()
+        if text.startswith("e="):
+            raise AuthenticationError(f"SCRAM: server error {text[2:]}")
+        expected = "v=" + base64.b64encode(self._server_signature).decode()
+        if not hmac.compare_digest(text.split(",")[0], expected):
+            raise AuthenticationError("SCRAM: the server's signature does not match")

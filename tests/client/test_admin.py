@@ -1,0 +1,82 @@
+"""Admin calls against the embedded cluster, cross-checked with librdkafka."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from pyspark_kafka_txn.client.admin import (
+    create_topics,
+    describe_broker_configs,
+    describe_transactions,
+    fetch_offsets,
+    list_transactions,
+)
+from pyspark_kafka_txn.client.errors import BrokerError
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from tests.conftest import KafkaTarget
+
+
+def test_create_topics_visible_to_librdkafka(kafka: KafkaTarget) -> None:
+    name = f"adm-{uuid.uuid4().hex[:8]}"
+    with ClusterClient(kafka.bootstrap_servers) as cluster:
+        create_topics(cluster, {name: 3})
+        with pytest.raises(BrokerError, match="topic_already_exists"):
+            create_topics(cluster, {name: 3})
+        create_topics(cluster, {name: 3}, exist_ok=True)
+        assert cluster.topic(name).partitions == 3
+    md = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_topics(name, timeout=10)
+    assert len(md.topics[name].partitions) == 3
+
+
+def test_broker_config(kafka: KafkaTarget) -> None:
+    with ClusterClient(kafka.bootstrap_servers) as cluster:
+        got = describe_broker_configs(cluster, ["transaction.max.timeout.ms"])
+    assert int(got["transaction.max.timeout.ms"] or 0) > 0
+
+
+def test_lingering_transaction_found_and_pending_offsets_unstable(kafka: KafkaTarget) -> None:
+    topic = kafka.create_topic(partitions=2)
+    tid = f"adm-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    producer = TransactionalProducer(
+        ProducerConfig(kafka.bootstrap_servers, tid, delivery_timeout_ms=1500)
+    )
+    with ClusterClient(kafka.bootstrap_servers, retry_timeout_s=1.5) as cluster:
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.produce(topic, pa.array([b"a", b"b"]), partitions=pa.array([0, 1]))
+            producer.send_offsets_to_transaction({(topic, 0): 5}, group, "m")
+            producer.flush()
+            listed = list_transactions(cluster, states=["Ongoing"])
+            assert any(t.transactional_id == tid for t in listed)
+            desc = describe_transactions(cluster, [tid, "no-such-id"])
+            assert desc["no-such-id"] is None
+            mine = desc[tid]
+            assert mine is not None and mine.state == "Ongoing"
+            assert mine.producer_id == producer.producer_id
+            assert {(topic, 0), (topic, 1)} <= set(mine.partitions)
+            # The pending transactional offset is unstable until the commit marker.
+            with pytest.raises(BrokerError, match="unstable_offset_commit"):
+                fetch_offsets(cluster, group, [(topic, 0)])
+            unstable_ok = fetch_offsets(cluster, group, [(topic, 0)], require_stable=False)
+            assert unstable_ok[(topic, 0)].offset == -1
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                got = fetch_offsets(cluster, group, [(topic, 0)])
+                break
+            except BrokerError:
+                assert time.monotonic() < deadline
+        assert (got[(topic, 0)].offset, got[(topic, 0)].metadata) == (5, "m")
+        done = describe_transactions(cluster, [tid])[tid]
+        assert done is not None and done.state in ("CompleteCommit", "PrepareCommit")

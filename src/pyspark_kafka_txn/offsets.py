@@ -1,0 +1,194 @@
+"""Offset bookkeeping: Spark's offset JSON, rate limiting and range splitting.
+
+Pure functions (no I/O, no pyspark) mirroring what Spark's Kafka source does:
+
+* offsets are checkpointed as ``{"topic": {"0": 42, "1": 7}}``;
+* ``maxOffsetsPerTrigger`` is split across partitions in proportion to their backlog,
+  never starving a partition that has data (a share below 1 is rounded up);
+* ``maxRecordsPerPartition`` and ``minPartitions`` split large ranges into several tasks.
+
+Offsets, not records, are counted: under transactions a range also holds control markers
+and aborted records, exactly as with the built-in source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark_kafka_txn.options import TopicPartition
+
+__all__ = [
+    "OffsetRange",
+    "PartitionOffsets",
+    "from_json_dict",
+    "rate_limit",
+    "split_ranges",
+    "to_json_dict",
+]
+
+PartitionOffsets = dict[TopicPartition, int]
+
+
+def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{TopicPartition: offset}`` → Spark's ``{"topic": {"partition": offset}}``.
+
+    Parameters
+    ----------
+    offsets
+        Offsets per topic-partition.
+
+    Returns
+    -------
+    dict
+        The JSON-compatible form, topics and partitions in sorted order.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def from_json_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
+    """Inverse of :func:`to_json_dict`.
+
+    Parameters
+    ----------
+    data
+        ``{"topic": {"partition": offset}}``.
+
+    Returns
+    -------
+    dict
+        Offsets per topic-partition.
+    """
+    return {
+        TopicPartition(topic, int(p)): int(o)
+        for topic, parts in data.items()
+        for p, o in parts.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """``[start, end)`` of one topic-partition."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Number of offsets in the range."""
+        return self.end - self.start
+
+
+def rate_limit(
+    limit: int,
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+) -> PartitionOffsets:
+    """Cap ``latest`` so that at most about ``limit`` offsets are read in total.
+
+    Each partition gets a share of ``limit`` proportional to its backlog; a share below
+    one offset is rounded up so no partition with data starves, larger shares are rounded
+    down.
+
+    Parameters
+    ----------
+    limit
+        ``maxOffsetsPerTrigger``.
+    start
+        Where each partition starts (every key of ``latest`` must be present).
+    latest
+        The uncapped end of each partition.
+
+    Returns
+    -------
+    dict
+        The capped ends, one per key of ``latest``.
+    """
+    sizes = {tp: end - start[tp] for tp, end in latest.items() if end - start[tp] > 0}
+    total = sum(sizes.values())
+    if total < 1:
+        return dict(latest)
+    out: PartitionOffsets = {}
+    for tp, end in latest.items():
+        size = sizes.get(tp)
+        if size is None:
+            out[tp] = end
+            continue
+        share = limit * (size / total)
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(end, start[tp] + step)
+    return out
+
+
+def _divide(parts: int, rng: OffsetRange) -> list[OffsetRange]:
+    """Cut ``rng`` into ``parts`` consecutive pieces of (nearly) equal size."""
+    pieces: list[OffsetRange] = []
+    remaining = rng.size
+    begin = rng.start
+    for i in range(parts):
+        this = remaining // (parts - i)
+        remaining -= this
+        end = min(begin + this, rng.end)
+        if end > begin:
+            pieces.append(OffsetRange(rng.tp, begin, end))
+        begin = end
+    return pieces
+
+
+def split_ranges(
+    ranges: list[OffsetRange],
+    *,
+    min_partitions: int | None,
+    max_records_per_partition: int | None,
+) -> list[OffsetRange]:
+    """Split offset ranges into Spark tasks like the built-in source.
+
+    Parameters
+    ----------
+    ranges
+        One range per topic-partition (empty ones are dropped).
+    min_partitions
+        Desired minimum number of tasks (a hint): large ranges are split in proportion
+        to their size until there are about this many.
+    max_records_per_partition
+        Upper bound on the offsets of one task.
+
+    Returns
+    -------
+    list
+        The ranges, in input order, with split ranges in offset order.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    if (min_partitions is None or len(ranges) >= min_partitions) and (
+        max_records_per_partition is None
+    ):
+        return ranges
+    if max_records_per_partition is not None:
+        ranges = [
+            piece
+            for r in ranges
+            for piece in _divide(math.ceil(r.size / max_records_per_partition), r)
+        ]
+    if min_partitions is None or min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.size for r in ranges)
+
+    def part_count(size: int, whole: int, parts: int) -> int:
+        return max(math.ceil(size / whole * parts), 1)
+
+    unsplit = [r for r in ranges if part_count(r.size, total, min_partitions) == 1]
+    unsplit_size = sum(r.size for r in unsplit)
+    split_total = total - unsplit_size
+    split_min = max(min_partitions - len(unsplit), 1)
+    out: list[OffsetRange] = []
+    for r in ranges:
+        if part_count(r.size, total, min_partitions) == 1:
+            out.append(r)
+        else:
+            out.extend(_divide(part_count(r.size, split_total, split_min), r))
+    return out

@@ -1,0 +1,687 @@
+"""Batch and streaming readers of ``kafka_txn``: LSO-bounded planning, position-based reads.
+
+Driver side (:class:`_OffsetClient`): partition discovery and ListOffsets through a
+confluent-kafka ``AdminClient`` **with the configured isolation level**, so "latest" is the
+Last Stable Offset under ``read_committed`` and the high watermark otherwise. A micro-batch
+therefore never ends past the LSO: records of a transaction still open at planning time
+are left for a later micro-batch.
+
+Executor side (:func:`read_range`): a librdkafka consumer in assign mode reads
+``[start, end)``. Completion is decided by the consumer's **position**, never by the offset
+of the last record seen, so ranges that end on a commit/abort marker or hold nothing but
+aborted records finish. Offset gaps left by markers and aborted records are never data
+loss; only offsets below the log start offset and vanished partitions are, and they follow
+``failOnDataLoss``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.offsets import (
+    OffsetRange,
+    PartitionOffsets,
+    from_json_dict,
+    rate_limit,
+    split_ranges,
+    to_json_dict,
+)
+from pyspark_kafka_txn.options import (
+    Assign,
+    GlobalTimestamp,
+    OffsetBound,
+    OffsetSpec,
+    ReaderOptions,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscribe,
+    TopicPartition,
+    redact,
+)
+from pyspark_kafka_txn.schema import arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "DataLossError",
+    "KafkaBatchReader",
+    "KafkaInputPartition",
+    "KafkaStreamReader",
+    "read_range",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Rows per Arrow record batch yielded by ``read()`` (Spark's default Arrow batch size).
+ARROW_BATCH_ROWS = 10_000
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_ADMIN_TIMEOUT_S = 30.0
+
+_DATA_LOSS_HINT = (
+    " Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out by Kafka or the topic may have been deleted before all the data in "
+    "the topic was processed. If you don't want your streaming query to fail on such cases, "
+    "set the source option 'failOnDataLoss' to 'false'."
+)
+
+
+class DataLossError(KafkaTxnError):
+    """Offsets the query needs are gone (retention, DeleteRecords, deleted partition)."""
+
+
+def _report_data_loss(fail: bool, message: str) -> None:
+    if fail:
+        raise DataLossError(message + _DATA_LOSS_HINT)
+    logger.warning("%s Continuing because failOnDataLoss is false.", message)
+
+
+# --------------------------------------------------------------------------- partitions
+
+
+@dataclass(frozen=True)
+class KafkaInputPartition(InputPartition):
+    """One Spark task: offsets ``[start, end)`` of one topic-partition. Picklable."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        """The topic-partition read."""
+        return TopicPartition(self.topic, self.partition)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+class _OffsetClient:
+    """The driver's metadata and ListOffsets handle (created lazily, never pickled)."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka.admin import AdminClient
+
+        self._options = options
+        try:
+            self._admin = AdminClient(options.admin_config())
+        except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
+            raise ConfigError(f"Invalid kafka.* option: {_redacted_error(exc, options)}") from None
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED
+            if options.read_committed
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+
+    def topic_partitions(self) -> set[TopicPartition]:
+        """The topic-partitions the subscription covers right now."""
+        sub = self._options.subscription
+        metadata = self._retry(
+            "list topics", lambda: self._admin.list_topics(timeout=_ADMIN_TIMEOUT_S)
+        )
+        existing: dict[str, set[int]] = {
+            name: set(meta.partitions)
+            for name, meta in metadata.topics.items()
+            if meta.error is None and name not in _INTERNAL_TOPICS
+        }
+        if isinstance(sub, Assign):
+            return {tp for tp in sub.partitions if tp.partition in existing.get(tp.topic, ())}
+        if isinstance(sub, Subscribe):
+            topics = [t for t in sub.topics if t in existing]
+        else:
+            topics = [t for t in existing if sub.matches(t)]
+        return {TopicPartition(t, p) for t in topics for p in existing[t]}
+
+    def earliest(self, tps: Sequence[TopicPartition] | set[TopicPartition]) -> PartitionOffsets:
+        """Log start offsets."""
+        return self._list({tp: _offset_spec().earliest() for tp in tps})
+
+    def latest(self, tps: Sequence[TopicPartition] | set[TopicPartition]) -> PartitionOffsets:
+        """LSO (read_committed) or high watermark (read_uncommitted)."""
+        return self._list({tp: _offset_spec().latest() for tp in tps})
+
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> PartitionOffsets:
+        """First offset with a timestamp ≥ the given one; -1 where no record qualifies."""
+        spec = _offset_spec()
+        return self._list({tp: spec.for_timestamp(ts) for tp, ts in timestamps.items()})
+
+    def _list(self, specs: Mapping[TopicPartition, Any]) -> PartitionOffsets:
+        if not specs:
+            return {}
+        from confluent_kafka import TopicPartition as CkTopicPartition
+
+        def call() -> PartitionOffsets:
+            futures = self._admin.list_offsets(
+                {CkTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()},
+                isolation_level=self._isolation,
+                request_timeout=_ADMIN_TIMEOUT_S,
+            )
+            return {
+                TopicPartition(ck.topic, ck.partition): int(future.result().offset)
+                for ck, future in futures.items()
+            }
+
+        result: PartitionOffsets = self._retry("list offsets", call)
+        return result
+
+    def _retry(self, what: str, call: Any) -> Any:
+        attempts = self._options.fetch_offset_num_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except Exception as exc:  # noqa: BLE001 - librdkafka raises KafkaException
+                if attempt == attempts:
+                    raise KafkaTxnError(
+                        f"Failed to {what} after {attempts} attempt(s) "
+                        f"(fetchOffset.numRetries={self._options.fetch_offset_num_retries}): "
+                        f"{_redacted_error(exc, self._options)}"
+                    ) from None
+                logger.warning(
+                    "Failed to %s (attempt %d/%d): %s",
+                    what,
+                    attempt,
+                    attempts,
+                    _redacted_error(exc, self._options),
+                )
+                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
+    def resolve(
+        self, spec: OffsetSpec, tps: set[TopicPartition], *, ending: bool
+    ) -> PartitionOffsets:
+        """Turn a starting/ending specification into offsets for ``tps``.
+
+        Parameters
+        ----------
+        spec
+            The parsed option.
+        tps
+            The partitions of the subscription.
+        ending
+            Whether this is an end bound (timestamps with no match then mean latest).
+
+        Returns
+        -------
+        dict
+            One offset per partition of ``tps``.
+        """
+        prefix = "ending" if ending else "starting"
+        option = {
+            GlobalTimestamp: f"{prefix}Timestamp",
+            SpecificTimestamps: f"{prefix}OffsetsByTimestamp",
+        }.get(type(spec), f"{prefix}Offsets")
+        if spec is OffsetBound.EARLIEST:
+            return self.earliest(tps)
+        if spec is OffsetBound.LATEST:
+            return self.latest(tps)
+        if isinstance(spec, SpecificOffsets | SpecificTimestamps):
+            given = set(spec.offsets if isinstance(spec, SpecificOffsets) else spec.timestamps)
+            if given != tps:
+                raise ConfigError(
+                    f"Option '{option}': if it contains specific offsets, you must specify all "
+                    "TopicPartitions. Use -1 for latest, -2 for earliest. "
+                    f"Specified: {sorted(map(str, given))} Assigned: {sorted(map(str, tps))}"
+                )
+        if isinstance(spec, SpecificOffsets):
+            earliest = self.earliest([tp for tp, o in spec.offsets.items() if o == -2])
+            latest = self.latest([tp for tp, o in spec.offsets.items() if o == -1])
+            return {
+                tp: earliest[tp] if o == -2 else latest[tp] if o == -1 else o
+                for tp, o in spec.offsets.items()
+            }
+        timestamps = (
+            spec.timestamps
+            if isinstance(spec, SpecificTimestamps)
+            else dict.fromkeys(tps, spec.timestamp)
+        )
+        assert isinstance(spec, SpecificTimestamps | GlobalTimestamp)
+        found = self.for_timestamps(timestamps)
+        missing = [tp for tp, o in found.items() if o < 0]
+        if missing:
+            if not ending and not self._options.timestamp_strategy_latest:
+                tp = missing[0]
+                raise ConfigError(
+                    f"Option '{option}': no offset matched from request of topic-partition "
+                    f"{tp} and timestamp {timestamps[tp]} (set "
+                    "'startingOffsetsByTimestampStrategy' to 'latest' to start at the latest "
+                    "offset instead)"
+                )
+            found.update(self.latest(missing))
+        return found
+
+
+def _offset_spec() -> Any:
+    """confluent-kafka's ``OffsetSpec`` (re-exported by ``confluent_kafka.admin`` at runtime)."""
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    return OffsetSpec
+
+
+def _redacted_error(exc: BaseException, options: ReaderOptions) -> str:
+    """``str(exc)`` with every secret value of the options blanked out."""
+    text = str(exc)
+    for key, value in options.kafka_params.items():
+        if value and redact({key: value})[key] != value:
+            text = text.replace(value, "*****")
+    return text
+
+
+class _DriverMixin:
+    """What batch and stream readers share on the driver."""
+
+    options: ReaderOptions
+    _client: _OffsetClient | None
+
+    def _offsets(self) -> _OffsetClient:
+        if self._client is None:
+            self._client = _OffsetClient(self.options)
+        return self._client
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def _input_partitions(
+        self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+    ) -> list[KafkaInputPartition]:
+        ranges: list[OffsetRange] = []
+        for tp in sorted(end):
+            s, e = start[tp], end[tp]
+            if e < s:
+                _report_data_loss(
+                    self.options.fail_on_data_loss,
+                    f"Partition {tp}'s offset was changed from {s} to {e}.",
+                )
+                continue
+            ranges.append(OffsetRange(tp, s, e))
+        split = split_ranges(
+            ranges,
+            min_partitions=self.options.min_partitions,
+            max_records_per_partition=self.options.max_records_per_partition,
+        )
+        return [KafkaInputPartition(r.tp.topic, r.tp.partition, r.start, r.end) for r in split]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read one planned range on an executor (see :func:`read_range`)."""
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())  # Spark plans one placeholder partition when there is nothing
+        return read_range(self.options, partition, group_id=self._executor_group_id)
+
+    @property
+    def _executor_group_id(self) -> str:
+        return f"{self.options.group_id_prefix}-{self._query_uuid}-executor"
+
+    _query_uuid: str
+
+
+class KafkaBatchReader(_DriverMixin, DataSourceReader):
+    """``spark.read.format("kafka_txn")``: one bounded read between two offset bounds.
+
+    Parameters
+    ----------
+    options
+        Validated options (``ending`` set).
+    """
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._client = None
+        self._query_uuid = uuid.uuid4().hex
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Resolve both bounds (LSO-capped) and plan the tasks."""
+        client = self._offsets()
+        tps = client.topic_partitions()
+        start = client.resolve(self.options.starting, tps, ending=False)
+        assert self.options.ending is not None
+        end = client.resolve(self.options.ending, tps, ending=True)
+        latest = client.latest(tps)
+        for tp in tps:
+            if end[tp] > latest[tp]:
+                logger.warning(
+                    "Ending offset %d of %s is past the %s %d; reading up to it",
+                    end[tp],
+                    tp,
+                    "last stable offset" if self.options.read_committed else "high watermark",
+                    latest[tp],
+                )
+                end[tp] = latest[tp]
+            if end[tp] < start[tp]:
+                raise ConfigError(
+                    f"Option 'endingOffsets': ending offset {end[tp]} of {tp} is before the "
+                    f"starting offset {start[tp]}"
+                )
+        return self._input_partitions(start, end)
+
+
+class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("kafka_txn")``: LSO-bounded micro-batches.
+
+    Parameters
+    ----------
+    options
+        Validated options (``ending`` is ``None``).
+    """
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._client = None
+        self._query_uuid = uuid.uuid4().hex
+        self._latest: PartitionOffsets | None = None
+        self._available_now: PartitionOffsets | None = None
+        self._last_trigger_ms = 0.0
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's API name
+        """Resolve ``startingOffsets`` / ``startingOffsetsByTimestamp`` / ``startingTimestamp``."""
+        client = self._offsets()
+        tps = client.topic_partitions()
+        offsets = client.resolve(self.options.starting, tps, ending=False)
+        logger.info("Initial offsets: %s", to_json_dict(offsets))
+        return to_json_dict(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's API name
+        """``maxOffsetsPerTrigger`` → ReadMaxRows; ``minOffsetsPerTrigger`` → ReadMinRows."""
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's API name
+        """Fix the end of an ``AvailableNow`` run at the current LSO / high watermark."""
+        client = self._offsets()
+        self._available_now = client.latest(client.topic_partitions())
+        logger.info("Trigger.AvailableNow target: %s", to_json_dict(self._available_now))
+
+    def latestOffset(  # noqa: N802 - Spark's API name
+        self, start: dict[str, dict[str, int]], limit: ReadLimit
+    ) -> dict[str, dict[str, int]]:
+        """End of the next micro-batch: the LSO (or high watermark), capped by ``limit``."""
+        client = self._offsets()
+        begin = from_json_dict(start)
+        current = client.topic_partitions()
+        for tp in sorted(set(begin) - current):
+            _report_data_loss(
+                self.options.fail_on_data_loss,
+                f"Partition {tp} is gone (it was at offset {begin[tp]}).",
+            )
+            del begin[tp]
+        if self._available_now is not None:
+            latest = {tp: o for tp, o in self._available_now.items() if tp in current}
+            latest.update({tp: o for tp, o in begin.items() if tp not in latest})
+        else:
+            latest = client.latest(current)
+        self._latest = dict(latest)
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            earliest = client.earliest(new)
+            logger.info("New partitions start at earliest: %s", to_json_dict(earliest))
+            from_offsets = {**begin, **earliest}
+        else:
+            from_offsets = begin
+        end = self._admit(limit, from_offsets, latest)
+        return to_json_dict(begin if end is None else end)
+
+    def _admit(
+        self,
+        limit: ReadLimit,
+        start: Mapping[TopicPartition, int],
+        latest: PartitionOffsets,
+    ) -> PartitionOffsets | None:
+        """Apply minOffsetsPerTrigger/maxTriggerDelay and maxOffsetsPerTrigger like Spark.
+
+        Returns ``None`` when the batch is delayed (not enough new offsets yet).
+        """
+        if isinstance(limit, ReadAllAvailable):
+            return latest
+        now_ms = time.time() * 1000
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is not None and self._available_now is None:
+            if now_ms - self._last_trigger_ms < self.options.max_trigger_delay_ms:
+                backlog = sum(latest[tp] - start.get(tp, latest[tp]) for tp in latest)
+                if backlog < minimum:
+                    logger.debug("Delaying the batch: %d < minOffsetsPerTrigger", backlog)
+                    return None
+            self._last_trigger_ms = now_ms
+        maximum = self.options.max_offsets_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            maximum = limit.max_rows
+        if maximum is not None:
+            return rate_limit(maximum, start, latest)
+        return latest
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:  # noqa: N802
+        """The uncapped LSO (or high watermark) seen by the last ``latestOffset`` call."""
+        return None if self._latest is None else to_json_dict(self._latest)
+
+    def partitions(
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> Sequence[InputPartition]:
+        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition)."""
+        begin = from_json_dict(start)
+        until = from_json_dict(end)
+        new = [tp for tp in until if tp not in begin]
+        if new:
+            begin.update(self._offsets().earliest(new))
+        return self._input_partitions(begin, until)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Nothing to do: Spark's checkpoint owns the offsets; nothing is committed to Kafka."""
+
+    def stop(self) -> None:
+        """Drop the driver's Kafka handle."""
+        self._client = None
+
+
+# --------------------------------------------------------------------------- executor
+
+
+class _Columns:
+    """Column builders of one Arrow record batch."""
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.timestamp_types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def append(self, msg: Any) -> None:
+        """Add one consumed record."""
+        ts_type, ts = msg.timestamp()
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.offsets.append(msg.offset())
+        self.timestamps.append(ts * 1000)
+        self.timestamp_types.append(_TIMESTAMP_TYPE.get(ts_type, -1))
+        if self.include_headers:
+            headers = msg.headers()
+            self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def to_batch(self, tp: TopicPartition) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        schema = arrow_schema(self.include_headers)
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(tp.topic, pa.string()), n),
+            pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.timestamp_types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self.clear()
+        return batch
+
+
+#: librdkafka timestamp type → Kafka's TimestampType id (as the built-in source reports it).
+_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
+
+
+def read_range(
+    options: ReaderOptions, partition: KafkaInputPartition, *, group_id: str
+) -> Iterator[pa.RecordBatch]:
+    """Read ``[start, end)`` of one topic-partition as Arrow record batches.
+
+    The range is finished when the consumer's position reaches ``end``: librdkafka advances
+    the position past control markers and (under read_committed) aborted records, so
+    ranges ending on a marker or holding no visible record complete without waiting.
+
+    Parameters
+    ----------
+    options
+        The validated reader options.
+    partition
+        The range to read.
+    group_id
+        Consumer group id (nothing is committed to it).
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Rows of the built-in Kafka source's schema, in offset order.
+
+    Raises
+    ------
+    DataLossError
+        When the start offset was deleted or the partition vanished and
+        ``failOnDataLoss`` is true.
+    TimeoutError
+        When the consumer made no progress for ``kafkaConsumer.pollTimeoutMs`` (and
+        ``failOnDataLoss`` is true; otherwise the rest of the range is skipped).
+    """
+    if partition.end <= partition.start:
+        return
+    reader = _RangeReader(options, partition, group_id)
+    try:
+        yield from reader.batches()
+    finally:
+        reader.close()
+
+
+class _RangeReader:
+    """The consumer loop behind :func:`read_range`."""
+
+    def __init__(self, options: ReaderOptions, partition: KafkaInputPartition, group_id: str):
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as CkTopicPartition
+
+        self.options = options
+        self.tp = partition.tp
+        self.start, self.end = partition.start, partition.end
+        self.ck_tp = CkTopicPartition(self.tp.topic, self.tp.partition)
+        self.consumer = Consumer(options.consumer_config(group_id))
+        self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, self.start)])
+        self.position = self.start
+        self.done = False
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        columns = _Columns(self.options.include_headers)
+        last_progress = time.monotonic()
+        while self.position < self.end and not self.done:
+            for msg in self.consumer.consume(ARROW_BATCH_ROWS, 0.2):
+                if msg.error() is not None:
+                    if self._on_error(msg.error()):
+                        break
+                    continue
+                offset = msg.offset()
+                if offset is not None and self.start <= offset < self.end:
+                    columns.append(msg)
+            if len(columns) >= ARROW_BATCH_ROWS:
+                yield columns.to_batch(self.tp)
+            [now] = self.consumer.position([self.ck_tp])
+            if now.offset > self.position:
+                self.position = now.offset
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > self.options.poll_timeout_ms / 1000:
+                self._on_stall()
+        if len(columns):
+            yield columns.to_batch(self.tp)
+
+    def _on_stall(self) -> None:
+        message = (
+            f"Cannot fetch records of {self.tp} beyond offset {self.position} (reading "
+            f"[{self.start}, {self.end})) in {self.options.poll_timeout_ms} milliseconds "
+            "(kafkaConsumer.pollTimeoutMs)"
+        )
+        if self.options.fail_on_data_loss:
+            raise TimeoutError(message)
+        logger.warning("%s; skipping the rest of the range", message)
+        self.done = True
+
+    def _on_error(self, err: Any) -> bool:
+        """Handle a consumer error event; True when the current poll result is stale."""
+        from confluent_kafka import KafkaError
+        from confluent_kafka import TopicPartition as CkTopicPartition
+
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
+            return False
+        where = f"reading [{self.start}, {self.end}) of {self.tp}"
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            low, _ = self.consumer.get_watermark_offsets(self.ck_tp, timeout=30, cached=False)
+            _report_data_loss(
+                self.options.fail_on_data_loss,
+                f"Cannot fetch offset {self.position} of {self.tp}: the earliest available "
+                f"offset is now {low} ({where}).",
+            )
+            if low >= self.end:
+                self.done = True
+            else:
+                resume = max(low, self.position)
+                self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, resume)])
+            return True
+        if code in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_PARTITION,
+            KafkaError._UNKNOWN_TOPIC,
+        ):
+            _report_data_loss(
+                self.options.fail_on_data_loss,
+                f"Partition {self.tp} vanished at offset {self.position} ({where}).",
+            )
+            self.done = True
+            return True
+        if err.fatal() or not err.retriable():
+            raise KafkaTxnError(f"Kafka error {where}: {err.str()}")
+        logger.warning("Transient Kafka error %s: %s", where, err.str())
+        return False

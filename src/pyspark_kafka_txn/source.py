@@ -1,0 +1,86 @@
+"""The ``kafka_txn`` PySpark data source (reads now; the transactional writer comes next).
+
+Use it exactly like Spark's built-in Kafka source, with ``format("kafka_txn")``::
+
+    spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", "host:9092")
+        .option("subscribe", "events")
+        .load()
+
+Installing the package registers the source (Spark auto-registers modules named
+``pyspark_*`` that expose ``DefaultSource``); ``spark.dataSource.register(KafkaTxnDataSource)``
+works too.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from pyspark_kafka_txn.client.errors import ConfigError
+from pyspark_kafka_txn.options import parse_reader_options
+from pyspark_kafka_txn.reader import KafkaBatchReader, KafkaStreamReader
+from pyspark_kafka_txn.schema import spark_schema
+
+__all__ = ["KafkaTxnDataSource"]
+
+
+class KafkaTxnDataSource(DataSource):
+    """Kafka source honouring transactions: read_committed by default, LSO-bounded.
+
+    Name
+    ----
+    ``kafka_txn``
+
+    Schema
+    ------
+    ``key binary, value binary, topic string, partition int, offset long,
+    timestamp timestamp, timestampType int`` and, with ``includeHeaders``,
+    ``headers array<struct<key string, value binary>>`` — the built-in source's schema.
+
+    Options
+    -------
+    The built-in Kafka source's options (see ``docs/reader.md``); ``kafka.isolation.level``
+    defaults to ``read_committed``.
+
+    Examples
+    --------
+    >>> df = (spark.read.format("kafka_txn")  # doctest: +SKIP
+    ...       .option("kafka.bootstrap.servers", "localhost:9092")
+    ...       .option("subscribe", "events").load())
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``kafka_txn``."""
+        return "kafka_txn"
+
+    def schema(self) -> StructType:
+        """The fixed Kafka schema (with ``headers`` when ``includeHeaders`` is true)."""
+        return spark_schema(self._include_headers())
+
+    def _include_headers(self) -> bool:
+        value = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
+        if value.strip().lower() not in {"true", "false"}:
+            raise ConfigError(
+                f"Invalid value '{value}' for option 'includeHeaders', must be true or false"
+            )
+        return value.strip().lower() == "true"
+
+    def _check_schema(self, schema: StructType) -> None:
+        expected = spark_schema(self._include_headers())
+        if schema.simpleString() != expected.simpleString():
+            raise ConfigError(
+                "Kafka source has a fixed schema and cannot be set with a custom one "
+                f"(expected {expected.simpleString()}, got {schema.simpleString()})"
+            )
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch reader (``spark.read``); options are validated here."""
+        self._check_schema(schema)
+        return KafkaBatchReader(parse_reader_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        """A micro-batch reader (``spark.readStream``); options are validated here."""
+        self._check_schema(schema)
+        return KafkaStreamReader(parse_reader_options(self.options, streaming=True))

@@ -224,7 +224,7 @@ class Cluster:
                         log.load(data)
                     except RecordError as exc:
                         logger.warning("truncating torn tail of %s-%d: %s", name, p, exc)
-                        self.storage.truncate_partition(name, p, len(log.data))
+                        self.storage.truncate_partition(name, p, log.size_bytes)
                 if log_starts:
                     log.log_start_offset = min(log_starts[p], log.log_end_offset)
                 if leader_epochs:

@@ -144,6 +144,13 @@ class EmbeddedKafka:
         self._tasks.clear()
         for server in self._servers.values():
             await server.stop()
+        # Let connection handlers (and waiting JoinGroup/Fetch calls) finish, so no task
+        # is destroyed while pending when the loop closes.
+        current = asyncio.current_task()
+        leftovers = [t for t in asyncio.all_tasks() if t is not current]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
         if self._cluster is not None:
             self._cluster.close()
 

@@ -1,30 +1,40 @@
-"""TLS and SASL pieces of the client.
+"""TLS and SASL of the client, end to end against the embedded cluster's secured listeners.
 
-SCRAM is checked against the RFC 5802 / RFC 7677 example exchanges. TLS runs for real:
-a TLS-terminating TCP relay (transport only, no Kafka logic) in front of the embedded
-broker carries ApiVersions and Metadata. End-to-end SASL waits for secured listeners on
-the embedded cluster.
+SCRAM is also checked against the RFC 5802 / RFC 7677 example exchanges, option parsing on
+its own. The listeners are real (``ListenerSecurity``: SASL_PLAINTEXT, SASL_SSL, SSL with
+required client certificates, certificates from ``trustme``); what the client writes is
+read back by librdkafka configured with the same security settings.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
+import dataclasses
+import logging
+import re
 import ssl
-import subprocess
-import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
+import trustme
 
+from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import ProducerConfig
+from pyspark_kafka_txn.client.producer import (
+    PreparedTransaction,
+    ProducerConfig,
+    TransactionalProducer,
+    end_transaction,
+)
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
-from tests.conftest import KafkaTarget
+from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from tests.broker.clients import consume_all
 
 
 def test_scram_sha256_rfc7677_exchange() -> None:
@@ -54,6 +64,13 @@ def test_scram_sha1_rfc5802_exchange_and_errors() -> None:
     other = ScramClient("SCRAM-SHA-512", "u", "p", nonce="abc")
     with pytest.raises(AuthenticationError, match="malformed"):
         other.final_message(b"r=xyz,s=QSXC,i=4096")  # nonce does not extend ours
+    for garbage in (b"r=abcd,s=!!!!,i=4096", b"r=abcd,s,i=4096", b"\xff"):
+        with pytest.raises(AuthenticationError, match="malformed"):
+            other.final_message(garbage)
+    with pytest.raises(AuthenticationError, match="signature does not match"):
+        client.verify_server_final(b"v=\xff\xfe")
+    with pytest.raises(AuthenticationError, match="below the minimum 4096"):
+        other.final_message(b"r=abcdef,s=QSXCR+Q6sek8bf92,i=4095")
 
 
 def test_security_options_parse_and_hide_secrets() -> None:
@@ -94,100 +111,274 @@ def test_security_options_parse_and_hide_secrets() -> None:
     assert plain.uses_sasl and not plain.uses_tls and plain.sasl_mechanism == "PLAIN"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+# --- end to end against the embedded cluster's secured listeners ---------------------
+
+USERS = {"alice": "Al1ce-pw-7f3e", "bob": "b0b,=pass-91c2"}
+WRONG = "Wr0ng-pw-5d8a"  # must never show up in messages or logs either
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("tls")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    for name in ("ca", "other-ca"):
-        _openssl("req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.pem",
-                 "-days", "2", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
-    _openssl("req", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    sign = ("-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-extfile", "san.ext")
-    _openssl("x509", "-req", "-in", "srv.csr", *sign, "-out", "srv.pem", "-days", "2", cwd=d)
-    return d
+def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PEM files from trustme: CA, server cert (127.0.0.1), client certs, a foreign CA."""
+    root = tmp_path_factory.mktemp("tls")
+    ca, other = trustme.CA(), trustme.CA()
+    files = {name: str(root / f"{name}.pem") for name in ("ca", "server", "client", "wrong_ca")}
+    files["stranger"] = str(root / "stranger.pem")  # a client cert the brokers do not trust
+    ca.cert_pem.write_to_path(files["ca"])
+    other.cert_pem.write_to_path(files["wrong_ca"])
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        files["server"]
+    )
+    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["client"])
+    other.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["stranger"])
+    return files
 
 
-@contextlib.contextmanager
-def tls_relay(certs: Path, target: tuple[str, int]) -> Iterator[int]:
-    """Accept TLS on a local port and relay the plain bytes to ``target``."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(certs / "srv.pem", certs / "srv.key")
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    sockets: list[socket.socket] = []
-    threads: list[threading.Thread] = []
-
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                raw, _ = listener.accept()
-            except TimeoutError:
-                continue
-            try:
-                raw.settimeout(5)
-                client = ctx.wrap_socket(raw, server_side=True)
-                client.settimeout(None)
-            except (ssl.SSLError, OSError):
-                raw.close()  # e.g. the client rejected our certificate
-                continue
-            upstream = socket.create_connection(target)
-            sockets.extend([client, upstream])
-            for a, b in ((client, upstream), (upstream, client)):
-                t = threading.Thread(target=pump, args=(a, b), daemon=True)
-                t.start()
-                threads.append(t)
-
-    acceptor = threading.Thread(target=serve, daemon=True)
-    acceptor.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        acceptor.join(5)
-        for s in sockets:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        for t in threads:
-            t.join(5)
-        for s in sockets:
-            s.close()
-        listener.close()
+@pytest.fixture(scope="module")
+def sasl_kafka() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(security=ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS)) as k:
+        yield k
 
 
-def test_tls_connection_negotiates_and_reads_metadata(kafka: KafkaTarget, certs: Path) -> None:
-    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
-    topic = kafka.create_topic(partitions=2)
-    with tls_relay(certs, (host, int(port))) as tls_port:
-        good = ConnectionConfig(security=SecurityConfig("SSL", ca_file=str(certs / "ca.pem")))
-        with ClusterClient(f"127.0.0.1:{tls_port}", good) as cluster:
-            conn = cluster.any_connection()
-            assert isinstance(conn._sock, ssl.SSLSocket)
-            assert 3 in conn.api_ranges  # ApiVersions went through TLS
-            body = cluster.refresh([topic])
-            assert [t.name for t in body.topics] == [topic]
-            assert len(body.topics[0].partitions) == 2
-        # A certificate signed by another CA is an authentication error, at once.
-        wrong = ConnectionConfig(
-            security=SecurityConfig("SSL", ca_file=str(certs / "other-ca.pem"))
-        )
+@pytest.fixture(scope="module")
+def sasl_ssl_kafka(tls: dict[str, str]) -> Iterator[EmbeddedKafka]:
+    security = ListenerSecurity(
+        protocol="SASL_SSL",
+        sasl_mechanisms=("SCRAM-SHA-256", "SCRAM-SHA-512"),  # PLAIN not enabled here
+        users=USERS,
+        ssl_certfile=Path(tls["server"]),
+        ssl_keyfile=Path(tls["server"]),
+    )
+    with EmbeddedKafka(security=security) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def mtls_kafka(tls: dict[str, str]) -> Iterator[EmbeddedKafka]:
+    security = ListenerSecurity(
+        protocol="SSL",
+        ssl_certfile=Path(tls["server"]),
+        ssl_keyfile=Path(tls["server"]),
+        ssl_cafile=Path(tls["ca"]),
+        ssl_client_auth=True,
+    )
+    with EmbeddedKafka(security=security) as k:
+        yield k
+
+
+def _topic(kafka: EmbeddedKafka, partitions: int) -> str:
+    name = f"sec-{uuid.uuid4().hex[:10]}"
+    kafka.create_topic(name, partitions)
+    return name
+
+
+def _rows(tag: str, n: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([f"{tag}-{i}".encode() for i in range(n)], pa.binary()),
+            pa.array([i % 2 for i in range(n)], pa.int32()),
+        ],
+        names=["value", "partition"],
+    )
+
+
+def _rdkafka_sasl(
+    protocol: str, mechanism: str, user: str, tls: dict[str, str] | None
+) -> dict[str, str]:
+    conf = {
+        "security.protocol": protocol,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+    }
+    if tls is not None:
+        conf["ssl.ca.location"] = tls["ca"]
+    return conf
+
+
+def _values(bootstrap: str, topic: str, partitions: int, **conf: Any) -> list[bytes | None]:
+    return [v for _, _, v in consume_all(bootstrap, topic, partitions, **conf)]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_plaintext_transactions(sasl_kafka: EmbeddedKafka, mechanism: str) -> None:
+    bootstrap = sasl_kafka.bootstrap_servers
+    module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+    options = {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": f"sasl-{mechanism}-{uuid.uuid4().hex[:6]}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        # Spark users pass a JAAS line; bob's password has the SCRAM-escaped ',' and '='.
+        "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+        f'username="bob" password="{USERS["bob"]}";',
+    }
+    config = ProducerConfig.from_options(options)
+    topic = f"sasl-{mechanism.lower()}-{uuid.uuid4().hex[:6]}"
+    with ClusterClient(bootstrap, config.connection_config()) as cluster:
+        create_topics(cluster, {topic: 2})  # admin requests over the authenticated connection
+        assert cluster.topic(topic).partitions == 2
+    with TransactionalProducer(config) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce_arrow(topic, _rows("kept", 4))
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.produce_arrow(topic, _rows("dropped", 2))
+        producer.abort_transaction()
+    conf = _rdkafka_sasl("SASL_PLAINTEXT", mechanism, "alice", None)
+    assert _values(bootstrap, topic, 2, **conf) == [b"kept-0", b"kept-2", b"kept-1", b"kept-3"]
+
+
+def test_sasl_ssl_scram_prepare_then_end_from_a_fresh_client(
+    sasl_ssl_kafka: EmbeddedKafka, tls: dict[str, str]
+) -> None:
+    bootstrap = sasl_ssl_kafka.bootstrap_servers
+    topic = _topic(sasl_ssl_kafka, 2)
+    security = SecurityConfig.from_options(
+        {
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.location": tls["ca"],
+            "ssl.truststore.type": "PEM",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+    )
+    tid = f"sasl-ssl-{uuid.uuid4().hex[:6]}"
+    with TransactionalProducer(ProducerConfig(bootstrap, tid, security=security)) as producer:
+        producer.init_transactions()
+        conn = producer.cluster.any_connection()
+        assert isinstance(conn._sock, ssl.SSLSocket)  # SASL ran inside TLS
+        producer.begin_transaction()
+        producer.produce_arrow(topic, _rows("tls", 2))
+        handle = producer.prepare()
+    conf = _rdkafka_sasl("SASL_SSL", "SCRAM-SHA-256", "bob", tls)
+    assert _values(bootstrap, topic, 2, **conf) == []  # open: invisible to read_committed
+    # The driver: another client (SCRAM-SHA-256 this time) ends it; a repeat is a no-op.
+    driver = ConnectionConfig(
+        security=dataclasses.replace(security, sasl_mechanism="SCRAM-SHA-256")
+    )
+    result = end_transaction(bootstrap, handle, commit=True, config=driver)
+    assert result == (handle.producer_id, handle.producer_epoch)
+    assert end_transaction(bootstrap, handle, commit=True, config=driver) == result
+    assert _values(bootstrap, topic, 2, **conf) == [b"tls-0", b"tls-1"]
+    # A client that does not trust the brokers' CA stops at the handshake, at once.
+    untrusting = ConnectionConfig(security=dataclasses.replace(security, ca_file=tls["wrong_ca"]))
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match="TLS handshake"):
+        end_transaction(bootstrap, handle, commit=True, config=untrusting)
+    assert time.monotonic() - started < 5
+
+
+def test_ssl_client_certificate_required(mtls_kafka: EmbeddedKafka, tls: dict[str, str]) -> None:
+    bootstrap = mtls_kafka.bootstrap_servers
+    topic = _topic(mtls_kafka, 2)
+    options = {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": f"mtls-{uuid.uuid4().hex[:6]}",
+        "security.protocol": "SSL",
+        "ssl.truststore.location": tls["ca"],
+        "ssl.truststore.type": "PEM",
+        "ssl.keystore.location": tls["client"],  # key and certificate chain in one PEM
+        "ssl.keystore.type": "PEM",
+    }
+    with TransactionalProducer(ProducerConfig.from_options(options)) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce_arrow(topic, _rows("mtls", 2))
+        producer.commit_transaction()
+    rdkafka = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": tls["ca"],
+        "ssl.certificate.location": tls["client"],
+        "ssl.key.location": tls["client"],
+    }
+    assert _values(bootstrap, topic, 2, **rdkafka) == [b"mtls-0", b"mtls-1"]
+    # Without a client certificate, or with one from a CA the brokers do not trust:
+    # an authentication error within seconds, not retries until delivery.timeout.ms.
+    for keystore in (None, tls["stranger"]):
+        opts = {k: v for k, v in options.items() if not k.startswith("ssl.keystore")}
+        opts["delivery.timeout.ms"] = "10000"  # a retrying regression fails in 10 s, not 120
+        if keystore is not None:
+            opts |= {"ssl.certificate.location": keystore, "ssl.key.location": keystore}
         started = time.monotonic()
         with (
-            ClusterClient(f"127.0.0.1:{tls_port}", wrong) as cluster,
+            TransactionalProducer(ProducerConfig.from_options(opts)) as producer,
             pytest.raises(AuthenticationError, match="TLS handshake"),
         ):
-            cluster.any_connection()
+            producer.init_transactions()
         assert time.monotonic() - started < 5
+
+
+# SaslAuthenticate's SASL_AUTHENTICATION_FAILED, with either of Kafka's messages.
+_REFUSED = r"SASL \S+ authentication to \S+ failed: .*(invalid credentials|Invalid username)"
+
+
+@pytest.mark.parametrize(
+    ("broker", "mechanism", "user", "password", "expected"),
+    [
+        ("sasl", "PLAIN", "alice", WRONG, _REFUSED),
+        ("sasl", "SCRAM-SHA-256", "alice", WRONG, _REFUSED),
+        ("sasl", "SCRAM-SHA-512", "bob", WRONG, _REFUSED),
+        ("sasl", "SCRAM-SHA-512", "mallory", WRONG, _REFUSED),
+        ("sasl", "PLAIN", "mallory", WRONG, _REFUSED),
+        ("sasl_ssl", "PLAIN", "alice", USERS["alice"], "PLAIN refused .*SCRAM-SHA-256"),
+    ],
+    ids=[
+        "plain-wrong-password",
+        "scram256-wrong-password",
+        "scram512-wrong-password",
+        "scram512-unknown-user",
+        "plain-unknown-user",
+        "mechanism-not-enabled",
+    ],
+)
+def test_bad_credentials_fail_fast_without_leaking(
+    request: pytest.FixtureRequest,
+    tls: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    broker: str,
+    mechanism: str,
+    user: str,
+    password: str,
+    expected: str,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    kafka: EmbeddedKafka = request.getfixturevalue(f"{broker}_kafka")
+    security = SecurityConfig(
+        protocol="SASL_PLAINTEXT" if broker == "sasl" else "SASL_SSL",
+        ca_file=tls["ca"],
+        sasl_mechanism=mechanism,
+        username=user,
+        password=password,
+    )
+    config = ProducerConfig(
+        kafka.bootstrap_servers,
+        "never-authenticated",
+        delivery_timeout_ms=10_000,  # a retrying regression fails in 10 s, not 120
+        security=security,
+    )
+    started = time.monotonic()
+    with TransactionalProducer(config) as producer:
+        # Twice: the first failure leaves no state that would turn the second into a hang.
+        for _ in range(2):
+            with pytest.raises(AuthenticationError, match=expected) as info:
+                producer.init_transactions()
+    with pytest.raises(AuthenticationError, match=expected):
+        end_transaction(
+            kafka.bootstrap_servers,
+            PreparedTransaction("never-authenticated", 1, 0, 1),
+            commit=True,
+            config=config.connection_config(),
+        )
+    assert time.monotonic() - started < 5  # three clients, none retried
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    shown = [str(info.value), repr(info.value), repr(config), repr(security)]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 3 and all(r.name.endswith("connection") for r in warnings)
+    assert all(re.search(expected, r.getMessage()) for r in warnings)
+    shown += [r.getMessage() for r in caplog.records]
+    shown += [caplog.text]
+    for secret in (password, *USERS.values()):
+        assert not any(secret in text for text in shown), secret

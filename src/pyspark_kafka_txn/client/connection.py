@@ -151,6 +151,8 @@ class Connection:
         self._done: dict[int, Any] = {}
         self._failures = 0
         self._last_failure = 0.0
+        # TLS 1.3 connection whose first response has not arrived yet (see _read_exact).
+        self._tls_unconfirmed = False
         #: Broker's supported ranges per api key, filled by ApiVersions.
         self.api_ranges: dict[int, tuple[int, int]] = {}
         #: Finalized feature levels (e.g. ``transaction.version``) from ApiVersions v3+.
@@ -191,9 +193,11 @@ class Connection:
             if raw is not None:
                 raw.close()
             self._note_failure()
-            raise AuthenticationError(
+            error = AuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {exc.reason or exc}"
-            ) from None
+            )
+            log.warning("%s", error)
+            raise error from None
         except OSError as exc:
             if raw is not None:
                 raw.close()
@@ -202,10 +206,20 @@ class Connection:
         self._sock = sock
         self._pending.clear()
         self._done.clear()
+        # With TLS 1.3 the client finishes its handshake before the broker has checked the
+        # client certificate; a rejection shows up on the first read (as Kafka's
+        # SslTransportLayer treats failures in its POST_HANDSHAKE state).
+        self._tls_unconfirmed = isinstance(sock, ssl.SSLSocket) and sock.version() == "TLSv1.3"
         try:
             self._negotiate()
             if security.uses_sasl:
                 self._authenticate(security)
+        except AuthenticationError as exc:
+            # Not retried: log it like the Java client's "failed authentication due to".
+            log.warning("%s", exc)
+            self.close()
+            self._note_failure()
+            raise
         except BaseException:
             self.close()
             self._note_failure()
@@ -225,6 +239,18 @@ class Connection:
     def _note_failure(self) -> None:
         self._failures += 1
         self._last_failure = time.monotonic()
+
+    def _tls_rejected(self, detail: str) -> AuthenticationError:
+        """The broker ended a TLS 1.3 connection before its first response.
+
+        Not retried, like a failed TLS 1.2 handshake: the broker rejected the client
+        certificate (missing, untrusted or expired). :meth:`connect` closes the socket.
+        """
+        self._tls_unconfirmed = False
+        return AuthenticationError(
+            f"TLS handshake with {self.host}:{self.port} failed: {detail} before answering "
+            "the first request (client certificate missing or rejected?)"
+        )
 
     def _fail(self, message: str, exc: BaseException | None = None) -> KafkaConnectionError:
         log.info("connection to %s:%s failed: %s", self.host, self.port, message)
@@ -286,6 +312,7 @@ class Connection:
         )
         cid = self._send_raw(API_VERSIONS, version, req_cls, body)
         frame = self._read_frame()
+        self._tls_unconfirmed = False
         got, error = _CID_ERR.unpack_from(frame, 0)
         if got != cid:
             raise ProtocolError(f"ApiVersions: correlation id {got}, expected {cid}")
@@ -431,10 +458,16 @@ class Connection:
             while got < n:
                 k = sock.recv_into(view[got:])
                 if k == 0:
+                    if self._tls_unconfirmed:
+                        raise self._tls_rejected("the broker closed the connection")
                     raise self._fail("connection closed by the broker")
                 got += k
         except TimeoutError as exc:
             raise self._fail("request timed out", exc) from exc
+        except ssl.SSLError as exc:
+            if self._tls_unconfirmed:
+                raise self._tls_rejected(str(exc.reason or exc)) from None
+            raise self._fail(f"receive failed: {exc}", exc) from exc
         except OSError as exc:
             raise self._fail(f"receive failed: {exc}", exc) from exc
         finally:

@@ -33,6 +33,7 @@ __all__ = [
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SCRAM_MIN_ITERATIONS = 4096
 _JAAS_PAIR = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 #: Option names understood by :meth:`SecurityConfig.from_options`.
@@ -194,14 +195,22 @@ class ScramClient:
 
     def final_message(self, server_first: bytes) -> bytes:
         """client-final-message for the server-first-message."""
-        text = server_first.decode()
-        attrs = dict(part.split("=", 1) for part in text.split(","))
-        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        try:
+            text = server_first.decode()
+            attrs = dict(part.split("=", 1) for part in text.split(","))
+            nonce, iterations = attrs.get("r", ""), attrs.get("i", "")
+            salt = base64.b64decode(attrs.get("s", ""), validate=True)
+        except ValueError:  # also UnicodeDecodeError, binascii.Error
+            raise AuthenticationError("SCRAM: malformed server-first-message") from None
         if not nonce.startswith(self._nonce) or not salt or not iterations.isdigit():
             raise AuthenticationError("SCRAM: malformed server-first-message")
-        salted = hashlib.pbkdf2_hmac(
-            self._hash, self._password, base64.b64decode(salt), int(iterations)
-        )
+        if int(iterations) < _SCRAM_MIN_ITERATIONS:
+            # As Kafka's ScramSaslClient: a lower count would weaken the stored credential.
+            raise AuthenticationError(
+                f"SCRAM: the server asked for {iterations} iterations, "
+                f"below the minimum {_SCRAM_MIN_ITERATIONS}"
+            )
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, int(iterations))
         client_key = hmac.digest(salted, b"Client Key", self._hash)
         stored_key = hashlib.new(self._hash, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -214,9 +223,9 @@ class ScramClient:
 
     def verify_server_final(self, server_final: bytes) -> None:
         """Check the server's signature (mutual authentication)."""
-        text = server_final.decode()
-        if text.startswith("e="):
-            raise AuthenticationError(f"SCRAM: server error {text[2:]}")
-        expected = "v=" + base64.b64encode(self._server_signature).decode()
-        if not hmac.compare_digest(text.split(",")[0], expected):
+        if server_final.startswith(b"e="):
+            error = server_final[2:].decode(errors="replace")
+            raise AuthenticationError(f"SCRAM: server error {error}")
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not hmac.compare_digest(server_final.split(b",")[0], expected):
             raise AuthenticationError("SCRAM: the server's signature does not match")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.security import SaslAuthenticationError
+
+logger = logging.getLogger(__name__)
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
@@ -62,13 +65,18 @@ def sasl_authenticate(ctx: Context, req: Any) -> Any:
         token, done = session.mechanism.step(req.auth_bytes)
     except SaslAuthenticationError as exc:
         session.close_after_response = True
+        logger.info("failed authentication with SASL/%s: %s", session.mechanism_name, exc)
+        # Kafka sends PlainSaslServer's own message, and a generic one for SCRAM.
+        message = (
+            f"Authentication failed: {exc}"
+            if session.mechanism_name == "PLAIN"
+            else "Authentication failed during authentication due to invalid credentials "
+            f"with SASL mechanism {session.mechanism_name}"
+        )
         return build(
             mod.SaslAuthenticateResponse,
             error_code=ErrorCode.sasl_authentication_failed,
-            error_message=(
-                "Authentication failed during authentication due to invalid credentials "
-                f"with SASL mechanism {session.mechanism_name}: {exc}"
-            ),
+            error_message=message,
             auth_bytes=b"",
             session_lifetime=datetime.timedelta(0),
         )

@@ -31,12 +31,16 @@ lint: $(STAMP)
 
 test: lint kcat
 	$(PY) -m pytest
+	# The Spark tests again with separate executor JVMs, then through Spark Connect.
+	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark
+	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark
 
 demo: $(STAMP)
 	$(PY) -m pyspark_kafka_txn demo
 
 bench: $(STAMP)
 	$(PY) bench/broker_throughput.py
+	$(PY) bench/client_producer.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

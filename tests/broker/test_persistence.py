@@ -7,7 +7,10 @@ directory and port, with librdkafka clients talking to it over TCP throughout.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
+import shutil
 import signal
 import struct
 import subprocess
@@ -25,6 +28,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import iter_headers
+from tests.broker import aio_clients as aio
 from tests.broker.clients import (
     consume_all,
     free_port,
@@ -34,6 +38,7 @@ from tests.broker.clients import (
     txn_producer,
     watermarks,
 )
+from tests.broker.java_client import JavaClient
 
 TOPIC = "data"
 BASE_SEQUENCE_POS = 53  # of a v2 batch header
@@ -95,6 +100,45 @@ def _with_sequence(batch: bytes, sequence: int) -> bytes:
     struct.pack_into(">i", out, BASE_SEQUENCE_POS, sequence)
     struct.pack_into(">I", out, CRC_POS, crc32c.crc32c(bytes(out[CRC_START:])))
     return bytes(out)
+
+
+def _same_view_through_other_clients(bs: str, expected: list[tuple[int, bytes]]) -> None:
+    """After the restart, aiokafka, kcat and the Java client read what librdkafka read."""
+    aio_records = asyncio.run(aio.consume_all(bs, TOPIC, 2))
+    assert [(r.partition, r.value) for r in aio_records] == expected
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is missing: make test installs it (apt-get install kcat)"
+    out = subprocess.run(
+        [
+            kcat,
+            "-b",
+            bs,
+            "-C",
+            "-e",
+            "-o",
+            "beginning",
+            "-J",
+            "-t",
+            TOPIC,
+            "-X",
+            "isolation.level=read_committed",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    rows = sorted(
+        (r["partition"], r["offset"], r["payload"].encode())
+        for r in map(json.loads, filter(str.strip, out.splitlines()))
+    )
+    assert [(p, v) for p, _, v in rows] == expected
+    java = JavaClient(bs)
+    try:
+        got = java.call("consume", TOPIC, "read_committed", 2, 10000)
+    finally:
+        java.close()
+    assert [(p, v.encode()) for p, _, v in sorted(got)] == expected
 
 
 def test_kill_9_keeps_logs_producer_state_transactions_and_offsets(tmp_path: Path) -> None:
@@ -219,6 +263,7 @@ def test_kill_9_keeps_logs_producer_state_transactions_and_offsets(tmp_path: Pat
         ]
         assert _committed(bs, "g-open", 2) == [-1001, -1001]
         assert _committed(bs, "g-txn", 2) == [3, 4]
+        _same_view_through_other_clients(bs, final)
 
         # Both transactional ids work again.
         for tid in ("tid-open", "tid-committed"):
@@ -237,6 +282,8 @@ def test_kill_9_keeps_logs_producer_state_transactions_and_offsets(tmp_path: Pat
 _DELAYED_MARKERS_BROKER = """
 import sys, threading
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.broker import aio_clients as aio
+from tests.broker.java_client import JavaClient
 kafka = EmbeddedKafka(data_dir=sys.argv[1], port=int(sys.argv[2])).start()
 kafka.create_topic("data", 2)
 kafka.set_marker_delay(60)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import shutil
 import socket
 import struct
 import subprocess
@@ -12,6 +14,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -160,3 +163,47 @@ def stop_cli_broker(proc: Any, signum: int, timeout_s: float = 15.0) -> tuple[in
         rest = proc.stdout.read() if proc.poll() is not None else ""
         proc.stdout.close()
     return code, rest
+
+
+KCAT_TIMEOUT_S = 30
+
+
+def kcat_path() -> str:
+    """Where kcat is; fails (never skips) when missing: ``make test`` installs it."""
+    path = shutil.which("kcat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat, or run `make test`)")
+    return path
+
+
+def kcat_run(kcat: str, bs: str, *args: str, stdin: str | None = None) -> str:
+    """Run kcat against ``bs``; assert it succeeded; return its stdout."""
+    result = subprocess.run(
+        [kcat, "-b", bs, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=KCAT_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 0, f"kcat {' '.join(args)} failed: {result.stderr}"
+    return result.stdout
+
+
+def kcat_consume(kcat: str, bs: str, topic: str, isolation: str) -> list[dict[str, Any]]:
+    """Everything visible at ``isolation``, as kcat's JSON envelopes, by (partition, offset)."""
+    out = kcat_run(
+        kcat,
+        bs,
+        "-C",
+        "-e",
+        "-o",
+        "beginning",
+        "-J",
+        "-t",
+        topic,
+        "-X",
+        f"isolation.level={isolation}",
+    )
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return sorted(records, key=lambda r: (r["partition"], r["offset"]))

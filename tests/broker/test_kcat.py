@@ -9,59 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import subprocess
 import time
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from tests.broker import aio_clients as aio
-from tests.broker.clients import txn_producer
+from tests.broker.clients import kcat_consume, kcat_path, kcat_run, txn_producer
 from tests.conftest import KafkaTarget
-
-_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
 def kcat() -> str:
-    path = shutil.which("kcat")
-    if path is None:
-        pytest.fail("kcat is not installed (apt-get install kcat, or run `make test`)")
-    return path
-
-
-def _run(kcat: str, bs: str, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(
-        [kcat, "-b", bs, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, f"kcat {' '.join(args)} failed: {result.stderr}"
-    return result.stdout
-
-
-def _consume(kcat: str, bs: str, topic: str, isolation: str) -> list[dict[str, Any]]:
-    """Everything visible at ``isolation``, as kcat's JSON envelopes, by (partition, offset)."""
-    out = _run(
-        kcat,
-        bs,
-        "-C",
-        "-e",
-        "-o",
-        "beginning",
-        "-J",
-        "-t",
-        topic,
-        "-X",
-        f"isolation.level={isolation}",
-    )
-    records = [json.loads(line) for line in out.splitlines() if line.strip()]
-    return sorted(records, key=lambda r: (r["partition"], r["offset"]))
+    return kcat_path()
 
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -73,7 +33,7 @@ def test_produce_and_consume_with_codec(kafka: KafkaTarget, kcat: str, codec: st
     bs = kafka.bootstrap_servers
     lines = "k1:v1\nno-delimiter\n:empty key\nk3:\n" + "k4:" + "y" * 4000 + "\n"
     # -K: splits key:value, -Z turns empty keys/values into NULL.
-    _run(
+    kcat_run(
         kcat,
         bs,
         "-P",
@@ -104,7 +64,7 @@ def test_produce_and_consume_with_codec(kafka: KafkaTarget, kcat: str, codec: st
         codecs = set(aio.stored_codecs(kafka, topic))
         assert aio.CODEC_IDS[codec] in codecs
         assert codecs <= {0, aio.CODEC_IDS[codec]}
-    got = _consume(kcat, bs, topic, "read_uncommitted")
+    got = kcat_consume(kcat, bs, topic, "read_uncommitted")
     assert [(r["key"], r["payload"]) for r in got] == expected
     assert [r["offset"] for r in got] == list(range(len(expected)))
     assert all(r["headers"] == ["h1", "x", "h2", ""] for r in got)
@@ -144,7 +104,7 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
     _wait_latest(kcat, bs, topic, latest, {0: 6, 1: 8})
     assert _list_offsets(kcat, bs, topic, latest, "read_uncommitted") == {0: 9, 1: 8}
 
-    committed = _consume(kcat, bs, topic, "read_committed")
+    committed = kcat_consume(kcat, bs, topic, "read_committed")
     assert [(r["partition"], r["offset"], r["payload"]) for r in committed] == [
         (0, 0, "c1-0"),
         (0, 1, "c1-2"),
@@ -152,7 +112,7 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
         (1, 1, "c1-3"),
         (1, 6, "c2-1"),
     ]
-    everything = _consume(kcat, bs, topic, "read_uncommitted")
+    everything = kcat_consume(kcat, bs, topic, "read_uncommitted")
     assert [(r["partition"], r["offset"], r["payload"]) for r in everything] == [
         (0, 0, "c1-0"),
         (0, 1, "c1-2"),
@@ -170,7 +130,7 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
     # After the commit LSO = high watermark; kcat now sees the formerly open record and
     # b's commit behind it, but still none of the aborted ones.
     _wait_latest(kcat, bs, topic, latest, {0: 10, 1: 8})
-    after = _consume(kcat, bs, topic, "read_committed")
+    after = kcat_consume(kcat, bs, topic, "read_committed")
     assert [(r["partition"], r["offset"], r["payload"]) for r in after] == [
         (0, 0, "c1-0"),
         (0, 1, "c1-2"),
@@ -185,7 +145,7 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
 def test_metadata_lists_the_topic_and_its_partitions(kafka: KafkaTarget, kcat: str) -> None:
     topic = kafka.create_topic(partitions=3)
     bs = kafka.bootstrap_servers
-    metadata = json.loads(_run(kcat, bs, "-L", "-J", "-t", topic))
+    metadata = json.loads(kcat_run(kcat, bs, "-L", "-J", "-t", topic))
     brokers = {b["id"]: b["name"] for b in metadata["brokers"]}
     assert brokers, metadata
     _, port = bs.split(",")[0].rsplit(":", 1)
@@ -200,7 +160,7 @@ def test_metadata_lists_the_topic_and_its_partitions(kafka: KafkaTarget, kcat: s
         assert [r["id"] for r in p["replicas"]] == [p["leader"]]
         assert [r["id"] for r in p["isrs"]] == [p["leader"]]
     # Listing everything includes the topic too.
-    everything = json.loads(_run(kcat, bs, "-L", "-J"))
+    everything = json.loads(kcat_run(kcat, bs, "-L", "-J"))
     assert topic in {t["topic"] for t in everything["topics"]}
 
 
@@ -217,7 +177,7 @@ def _list_offsets(
     for partition, timestamp in queries.items():
         args += ["-t", f"{topic}:{partition}:{timestamp}"]
     answers: dict[int, int] = {}
-    for line in _run(kcat, bs, *args).splitlines():
+    for line in kcat_run(kcat, bs, *args).splitlines():
         match = _Q_LINE.match(line.strip())
         assert match is not None, f"unexpected kcat -Q output: {line!r}"
         assert match["topic"] == topic
@@ -276,7 +236,7 @@ def test_transactional_produce(kafka: KafkaTarget, kcat: str) -> None:
     topic = kafka.create_topic(partitions=2)
     bs = kafka.bootstrap_servers
     lines = "".join(f"k{i}:v{i}\n" for i in range(6))
-    _run(
+    kcat_run(
         kcat,
         bs,
         "-P",

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
-import shutil
 import signal
 import struct
 import subprocess
@@ -32,6 +30,8 @@ from tests.broker import aio_clients as aio
 from tests.broker.clients import (
     consume_all,
     free_port,
+    kcat_consume,
+    kcat_path,
     raw_request,
     start_cli_broker,
     stop_cli_broker,
@@ -106,33 +106,8 @@ def _same_view_through_other_clients(bs: str, expected: list[tuple[int, bytes]])
     """After the restart, aiokafka, kcat and the Java client read what librdkafka read."""
     aio_records = asyncio.run(aio.consume_all(bs, TOPIC, 2))
     assert [(r.partition, r.value) for r in aio_records] == expected
-    kcat = shutil.which("kcat")
-    assert kcat is not None, "kcat is missing: make test installs it (apt-get install kcat)"
-    out = subprocess.run(
-        [
-            kcat,
-            "-b",
-            bs,
-            "-C",
-            "-e",
-            "-o",
-            "beginning",
-            "-J",
-            "-t",
-            TOPIC,
-            "-X",
-            "isolation.level=read_committed",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    rows = sorted(
-        (r["partition"], r["offset"], r["payload"].encode())
-        for r in map(json.loads, filter(str.strip, out.splitlines()))
-    )
-    assert [(p, v) for p, _, v in rows] == expected
+    rows = kcat_consume(kcat_path(), bs, TOPIC, "read_committed")
+    assert [(r["partition"], r["payload"].encode()) for r in rows] == expected
     java = JavaClient(bs)
     try:
         got = java.call("consume", TOPIC, "read_committed", 2, 10000)

@@ -16,11 +16,14 @@ loss; only offsets below the log start offset and vanished partitions are, and t
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -499,59 +502,95 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
 # --------------------------------------------------------------------------- executor
 
 
-class _Columns:
-    """Column builders of one Arrow record batch."""
-
-    def __init__(self, include_headers: bool) -> None:
-        self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
-        self.headers: list[list[dict[str, Any]] | None] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def append(self, msg: Any) -> None:
-        """Add one consumed record."""
-        ts_type, ts = msg.timestamp()
-        self.keys.append(msg.key())
-        self.values.append(msg.value())
-        self.offsets.append(msg.offset())
-        self.timestamps.append(ts * 1000)
-        self.timestamp_types.append(_TIMESTAMP_TYPE.get(ts_type, -1))
-        if self.include_headers:
-            headers = msg.headers()
-            self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
-
-    def to_batch(self, tp: TopicPartition) -> pa.RecordBatch:
-        import pyarrow as pa
-
-        schema = arrow_schema(self.include_headers)
-        n = len(self.offsets)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-            pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.timestamp_types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, schema.field("headers").type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-        self.clear()
-        return batch
+#: Minimum rows per Arrow record batch yielded by ``read()``. Larger batches amortise the
+#: per-batch cost of the Python worker → JVM hand-over (see docs/reader.md, Performance).
+ARROW_BATCH_ROWS = 10_000
+#: Most messages taken from librdkafka per ``consume()`` call.
+_CONSUME_MESSAGES = 10_000
+_CONSUME_TIMEOUT_S = 0.2
+#: Bounds of librdkafka's per-partition prefetch target (``queued.min.messages``), which
+#: the reader sets to the size of its range unless ``kafka.queued.min.messages`` is given.
+_PREFETCH_MIN, _PREFETCH_MAX = 1_000, 1_000_000
+#: librdkafka settings of the executor's consumer unless given as ``kafka.*`` options.
+#: With librdkafka's default ``fetch.queue.backoff.ms=1000``, a partition whose prefetch
+#: queue holds ``queued.min.messages`` stops fetching for a second, which sets the read
+#: rate of any range longer than that; 4 MiB per partition and fetch halves the number
+#: of Fetch round trips.
+_CONSUMER_DEFAULTS: dict[str, str | int | float | bool] = {
+    "fetch.queue.backoff.ms": 0,
+    "max.partition.fetch.bytes": 4_194_304,
+}
 
 
-#: librdkafka timestamp type → Kafka's TimestampType id (as the built-in source reports it).
-_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
+def _consumer_config(
+    options: ReaderOptions, partition: KafkaInputPartition, group_id: str
+) -> dict[str, str | int | float | bool]:
+    """The executor consumer's configuration: the options' plus throughput defaults."""
+    config = options.consumer_config(group_id)
+    for key, value in _CONSUMER_DEFAULTS.items():
+        config.setdefault(key, value)
+    size = partition.end - partition.start
+    config.setdefault("queued.min.messages", min(max(size, _PREFETCH_MIN), _PREFETCH_MAX))
+    return config
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (when enabled) for the duration.
+
+    ``consume()`` creates one GC-tracked ``Message`` (and timestamp tuple) per record.
+    Record objects that live through a collection are promoted, and every few
+    ``consume()`` calls they trigger a full collection of the whole heap, which in a
+    Spark Python worker (pyspark, pandas, pyarrow loaded) costs tens of milliseconds.
+    The reader's objects form no cycles, so pausing the collector while a batch is
+    consumed and converted frees nothing later than reference counting does; the
+    collector runs again before the batch is handed to Spark.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _to_batch(msgs: list[Any], tp: TopicPartition, include_headers: bool) -> pa.RecordBatch:
+    """One Arrow record batch of consumed records (all of ``tp``, in offset order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from confluent_kafka import Message
+
+    schema = arrow_schema(include_headers)
+    n = len(msgs)
+    # map() over the unbound C methods: no attribute lookup or bound method per row.
+    timestamps = list(map(Message.timestamp, msgs))  # (type, milliseconds) pairs
+    ts_types = list(map(itemgetter(0), timestamps))
+    stamps = list(map(itemgetter(1), timestamps))
+    if set(ts_types) <= _TIMESTAMP_TYPES:
+        # librdkafka's 0/1/2 (none/create/log-append) are Kafka's -1/0/1.
+        types = pc.subtract(pa.array(ts_types, pa.int32()), 1)
+    else:
+        types = pa.array([t - 1 if t in _TIMESTAMP_TYPES else -1 for t in ts_types], pa.int32())
+    arrays = [
+        pa.array(list(map(Message.key, msgs)), pa.binary()),
+        pa.array(list(map(Message.value, msgs)), pa.binary()),
+        pa.repeat(pa.scalar(tp.topic, pa.string()), n),
+        pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
+        pa.array(list(map(Message.offset, msgs)), pa.int64()),
+        pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
+        types,
+    ]
+    if include_headers:
+        raw_headers: list[Any] = list(map(Message.headers, msgs))
+        headers = [[{"key": k, "value": v} for k, v in h] if h else None for h in raw_headers]
+        arrays.append(pa.array(headers, schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+#: librdkafka's timestamp types (none, create time, log-append time).
+_TIMESTAMP_TYPES = frozenset({0, 1, 2})
 
 
 def read_range(
@@ -606,7 +645,7 @@ class _RangeReader:
         self.tp = partition.tp
         self.start, self.end = partition.start, partition.end
         self.ck_tp = CkTopicPartition(self.tp.topic, self.tp.partition)
-        self.consumer = Consumer(options.consumer_config(group_id))
+        self.consumer = Consumer(_consumer_config(options, partition, group_id))
         self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, self.start)])
         self.position = self.start
         self.done = False
@@ -615,27 +654,61 @@ class _RangeReader:
         self.consumer.close()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        columns = _Columns(self.options.include_headers)
+        include_headers = self.options.include_headers
+        pending: list[Any] = []
         last_progress = time.monotonic()
         while self.position < self.end and not self.done:
-            for msg in self.consumer.consume(ARROW_BATCH_ROWS, 0.2):
-                if msg.error() is not None:
-                    if self._on_error(msg.error()):
-                        break
-                    continue
-                offset = msg.offset()
-                if offset is not None and self.start <= offset < self.end:
-                    columns.append(msg)
-            if len(columns) >= ARROW_BATCH_ROWS:
-                yield columns.to_batch(self.tp)
+            # consume() waits until it has the number asked for or the timeout passes.
+            # Asking for no more than the offsets left lets the last call return once
+            # the range is complete (markers and aborted records are made up for by
+            # the end-of-partition event or by records past the end).
+            wanted = min(_CONSUME_MESSAGES, self.end - self.position)
+            batch = None
+            with _gc_paused():
+                msgs = self.consumer.consume(wanted, _CONSUME_TIMEOUT_S)
+                if msgs:
+                    pending.extend(self._records(msgs))
+                    msgs.clear()
+                if len(pending) >= ARROW_BATCH_ROWS:
+                    batch = _to_batch(pending, self.tp, include_headers)
+                    pending = []
+            if batch is not None:
+                yield batch
             [now] = self.consumer.position([self.ck_tp])
             if now.offset > self.position:
                 self.position = now.offset
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > self.options.poll_timeout_ms / 1000:
                 self._on_stall()
-        if len(columns):
-            yield columns.to_batch(self.tp)
+        if pending:
+            with _gc_paused():
+                batch = _to_batch(pending, self.tp, include_headers)
+            yield batch
+
+    def _records(self, msgs: list[Any]) -> list[Any]:
+        """The records of one ``consume()`` result that lie in ``[start, end)``.
+
+        Error events are handled in order; when one makes the rest of the result stale
+        (the consumer was re-assigned or the range is abandoned), the rest is dropped.
+        """
+        from confluent_kafka import Message
+
+        if any(map(Message.error, msgs)):  # KafkaError is always truthy; None is not
+            records = []
+            for msg in msgs:
+                err = msg.error()
+                if err is None:
+                    records.append(msg)
+                elif self._on_error(err):
+                    break
+            msgs = records
+            if not msgs:
+                return msgs
+        # One partition, in offset order: only the ends of the result can be out of range.
+        if msgs[0].offset() < self.start or msgs[-1].offset() >= self.end:
+            start, end = self.start, self.end
+            msgs = [m for m in msgs if start <= m.offset() < end]
+        return msgs
 
     def _on_stall(self) -> None:
         message = (

@@ -144,13 +144,16 @@ class EmbeddedKafka:
         self._tasks.clear()
         for server in self._servers.values():
             await server.stop()
-        # Let connection handlers (and waiting JoinGroup/Fetch calls) finish, so no task
-        # is destroyed while pending when the loop closes.
+        # The servers aborted their connections: let the handlers (and waiting
+        # JoinGroup/Fetch calls) finish by themselves, cancel what is still running after
+        # a moment, so no task is destroyed while pending when the loop closes.
         current = asyncio.current_task()
         leftovers = [t for t in asyncio.all_tasks() if t is not current]
-        for task in leftovers:
-            task.cancel()
-        await asyncio.gather(*leftovers, return_exceptions=True)
+        if leftovers:
+            _, pending = await asyncio.wait(leftovers, timeout=1.0)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         if self._cluster is not None:
             self._cluster.close()
 

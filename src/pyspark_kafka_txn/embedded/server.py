@@ -130,6 +130,10 @@ class BrokerServer:
                     return
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, _CloseConnectionError):
             pass
+        except asyncio.CancelledError:
+            # Shutdown: end quietly (Python 3.11's start_server callback would log a
+            # cancelled connection task as an error).
+            pass
         finally:
             self._connections.discard(writer)
             writer.transport.abort()

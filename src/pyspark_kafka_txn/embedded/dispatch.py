@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pyspark_kafka_txn.embedded.security import Session
 
 NO_THROTTLE = datetime.timedelta(0)
+# authorized_operations when the client did not ask for them (Kafka's INT32_MIN)
+NO_AUTHORIZED_OPS = -(2**31)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,12 @@ from pyspark_kafka_txn.embedded.cluster import (
     Topic,
     TopicError,
 )
-from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
-NO_AUTHORIZED_OPS = -(2**31)
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -118,11 +117,6 @@ def metadata(ctx: Context, req: Any) -> Any:
     """
     cluster = ctx.cluster
     mod = response_module(METADATA, ctx.version)
-    brokers = tuple(
-        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
-        for n, (h, p) in sorted(cluster.addresses.items())
-        if n in cluster.running
-    )
     wanted = req.topics
     if wanted is None or (ctx.version == 0 and not wanted):
         topics = [_topic_metadata(ctx, mod, t) for t in cluster.topics.values()]
@@ -135,7 +129,11 @@ def metadata(ctx: Context, req: Any) -> Any:
             if name is None and topic_id is not None:
                 found = cluster.topics_by_id.get(topic_id)
                 if found is None:
-                    topics.append(_unknown_topic(mod, None, topic_id, ErrorCode.unknown_topic_id))
+                    topics.append(
+                        errors.topic_without_partitions(
+                            mod, None, topic_id, ErrorCode.unknown_topic_id
+                        )
+                    )
                     continue
                 name = found.name
             topic = cluster.topics.get(name)
@@ -143,33 +141,25 @@ def metadata(ctx: Context, req: Any) -> Any:
                 try:
                     topic = cluster.create_topic(name)
                 except TopicError as exc:
-                    topics.append(_unknown_topic(mod, name, None, exc.code))
+                    topics.append(errors.topic_without_partitions(mod, name, None, exc.code))
                     continue
             if topic is None:
-                topics.append(_unknown_topic(mod, name, None, ErrorCode.unknown_topic_or_partition))
+                topics.append(
+                    errors.topic_without_partitions(
+                        mod, name, None, ErrorCode.unknown_topic_or_partition
+                    )
+                )
             else:
                 topics.append(_topic_metadata(ctx, mod, topic))
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=brokers,
+        brokers=errors.metadata_brokers(ctx, mod),
         cluster_id=cluster.config.cluster_id,
         controller_id=min(cluster.running) if cluster.running else -1,
         topics=tuple(topics),
         cluster_authorized_operations=NO_AUTHORIZED_OPS,
         error_code=ErrorCode.none,
-    )
-
-
-def _unknown_topic(mod: Any, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
-    return build(
-        mod.MetadataResponseTopic,
-        error_code=code,
-        name=name,
-        topic_id=topic_id,
-        is_internal=False,
-        partitions=(),
-        topic_authorized_operations=NO_AUTHORIZED_OPS,
     )
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, Context
+from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, FIND_COORDINATOR = 0, 1, 2, 3, 8, 10
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-NO_AUTHORIZED_OPS = -(2**31)
 
 
 def produce_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
@@ -104,38 +103,45 @@ def list_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
+def metadata_brokers(ctx: Context, mod: Any) -> tuple[Any, ...]:
+    """The running brokers, as a Metadata response lists them."""
+    cluster = ctx.cluster
+    return tuple(
+        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
+        for n, (h, p) in sorted(cluster.addresses.items())
+        if n in cluster.running
+    )
+
+
+def topic_without_partitions(mod: Any, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+    """A Metadata topic entry carrying only a topic-level error."""
+    return build(
+        mod.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=NO_AUTHORIZED_OPS,
+    )
+
+
 def metadata_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """Metadata: the live brokers, and every topic asked for (all, for a null list)
     with a topic-level ``code`` and no partitions, as Kafka reports e.g.
     LEADER_NOT_AVAILABLE for a topic still being created."""
     cluster = ctx.cluster
     mod = response_module(METADATA, ctx.version)
-    brokers = tuple(
-        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
-        for n, (h, p) in sorted(cluster.addresses.items())
-        if n in cluster.running
-    )
     wanted: list[tuple[str | None, Any]]
     if req.topics is None or (ctx.version == 0 and not req.topics):
         wanted = [(t.name, t.topic_id) for t in cluster.topics.values()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in req.topics]
-    topics = tuple(
-        build(
-            mod.MetadataResponseTopic,
-            error_code=code,
-            name=name,
-            topic_id=topic_id,
-            is_internal=False,
-            partitions=(),
-            topic_authorized_operations=NO_AUTHORIZED_OPS,
-        )
-        for name, topic_id in wanted
-    )
+    topics = tuple(topic_without_partitions(mod, name, topic_id, code) for name, topic_id in wanted)
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=brokers,
+        brokers=metadata_brokers(ctx, mod),
         cluster_id=cluster.config.cluster_id,
         controller_id=min(cluster.running) if cluster.running else -1,
         topics=topics,

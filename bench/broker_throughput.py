@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import os
 import resource
-import subprocess
 import sys
 import threading
 import time
@@ -33,6 +32,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from _common import FAST_CONSUMER_SETTINGS, broker_process
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _START_TIMEOUT_S = 60.0
@@ -50,19 +51,7 @@ PRODUCER_SETTINGS: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
     "compression.type": "none",
 }
-CONSUMER_SETTINGS: dict[str, Any] = {
-    "isolation.level": "read_committed",
-    "enable.auto.commit": False,
-    "fetch.max.bytes": 52_428_800,
-    "max.partition.fetch.bytes": 4_194_304,
-    "fetch.wait.max.ms": 100,
-    # librdkafka pauses a partition for fetch.queue.backoff.ms once its prefetch queue
-    # holds queued.min.messages; with the defaults (100k / 1000 ms) the read rate is set
-    # by that pause, not by the broker.
-    "queued.min.messages": 1_000_000,
-    "queued.max.messages.kbytes": 1_048_576,
-    "fetch.queue.backoff.ms": 0,
-}
+CONSUMER_SETTINGS = FAST_CONSUMER_SETTINGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,25 +128,8 @@ def external_broker(bootstrap: str, pid: int | None) -> Iterator[Broker]:
 @contextlib.contextmanager
 def subprocess_broker() -> Iterator[Broker]:
     """Run ``python -m pyspark_kafka_txn broker --port 0`` and yield it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_kafka_txn", "broker", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if not line.startswith("bootstrap.servers="):
-            raise RuntimeError(f"broker did not start: {line!r}")
-        bootstrap = line.split("=", 1)[1]
-        yield Broker("subprocess", bootstrap, lambda: _proc_cpu_seconds(f"/proc/{proc.pid}/stat"))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with broker_process() as (bootstrap, pid):
+        yield Broker("subprocess", bootstrap, lambda: _proc_cpu_seconds(f"/proc/{pid}/stat"))
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import subprocess
 import sys
 import time
 import uuid
@@ -28,6 +27,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from _common import broker_process
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 
 CONFLUENT_SETTINGS = {
@@ -47,24 +47,8 @@ def broker(bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_kafka_txn", "broker", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if not line.startswith("bootstrap.servers="):
-            raise RuntimeError(f"broker did not start: {line!r}")
-        yield line.split("=", 1)[1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with broker_process() as (address, _pid):
+        yield address
 
 
 def ours(bootstrap: str, topic: str, args: argparse.Namespace) -> float:

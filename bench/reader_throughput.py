@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from _common import FAST_CONSUMER_SETTINGS, broker_process
 
 _START_TIMEOUT_S = 60.0
 
@@ -54,17 +55,7 @@ PRODUCER_SETTINGS: dict[str, Any] = {
 }
 # The raw consumers get the settings a user tuning for throughput would pick (the same
 # as bench/broker_throughput.py), so the comparison is against a tuned librdkafka loop.
-RAW_CONSUMER_SETTINGS: dict[str, Any] = {
-    "isolation.level": "read_committed",
-    "enable.auto.commit": False,
-    "enable.partition.eof": True,
-    "fetch.max.bytes": 52_428_800,
-    "max.partition.fetch.bytes": 4_194_304,
-    "fetch.wait.max.ms": 100,
-    "queued.min.messages": 1_000_000,
-    "queued.max.messages.kbytes": 1_048_576,
-    "fetch.queue.backoff.ms": 0,
-}
+RAW_CONSUMER_SETTINGS: dict[str, Any] = {**FAST_CONSUMER_SETTINGS, "enable.partition.eof": True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,33 +93,8 @@ class Result:
 @contextlib.contextmanager
 def broker(topic: str, partitions: int) -> Iterator[str]:
     """Run ``python -m pyspark_kafka_txn broker --port 0 --topic`` and yield its address."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_kafka_txn",
-            "broker",
-            "--port",
-            "0",
-            "--topic",
-            f"{topic}:{partitions}",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if not line.startswith("bootstrap.servers="):
-            raise RuntimeError(f"broker did not start: {line!r}")
-        yield line.split("=", 1)[1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with broker_process("--topic", f"{topic}:{partitions}") as (address, _pid):
+        yield address
 
 
 # --------------------------------------------------------------------------- produce

@@ -15,12 +15,12 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 
-def consume_all(
+def consume_messages(
     bootstrap: str,
     topic: str,
     partitions: int,
@@ -28,8 +28,9 @@ def consume_all(
     isolation: str = "read_committed",
     timeout_s: float = 10.0,
     **extra: Any,
-) -> list[tuple[int, int, bytes | None]]:
-    """Read every visible record of ``topic`` up to the end: (partition, offset, value)."""
+) -> list[Message]:
+    """Every record of ``topic`` visible at ``isolation``, read up to the end with
+    librdkafka, as its messages in (partition, offset) order."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -42,7 +43,7 @@ def consume_all(
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[tuple[int, int, bytes | None]] = []
+        out: list[Message] = []
         at_eof: set[int] = set()
         deadline = time.monotonic() + timeout_s
         while len(at_eof) < partitions:
@@ -53,13 +54,29 @@ def consume_all(
             err = msg.error()
             if err is not None:
                 assert err.code() == KafkaError._PARTITION_EOF, str(err)
-                at_eof.add(msg.partition())
+                at_eof.add(msg.partition() or 0)
                 continue
-            at_eof.discard(msg.partition())
-            out.append((msg.partition(), msg.offset(), msg.value()))
-        return sorted(out)
+            at_eof.discard(msg.partition() or 0)
+            out.append(msg)
+        return sorted(out, key=lambda m: (m.partition() or 0, m.offset() or 0))
     finally:
         consumer.close()
+
+
+def consume_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    isolation: str = "read_committed",
+    timeout_s: float = 10.0,
+    **extra: Any,
+) -> list[tuple[int, int, bytes | None]]:
+    """Read every visible record of ``topic`` up to the end: (partition, offset, value)."""
+    messages = consume_messages(
+        bootstrap, topic, partitions, isolation=isolation, timeout_s=timeout_s, **extra
+    )
+    return [(m.partition() or 0, m.offset() or 0, m.value()) for m in messages]
 
 
 def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tuple[int, int]:

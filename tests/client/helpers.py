@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from tests.broker.clients import consume_messages
 
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
@@ -16,37 +15,13 @@ def read_records(
     bootstrap: str, topic: str, partitions: int, *, isolation: str, timeout_s: float = 10.0
 ) -> list[Row]:
     """Every visible record via librdkafka, in (partition, offset) order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
+    messages = consume_messages(
+        bootstrap, topic, partitions, isolation=isolation, timeout_s=timeout_s
     )
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[tuple[int, int, Row]] = []
-        at_eof: set[int] = set()
-        deadline = time.monotonic() + timeout_s
-        while len(at_eof) < partitions:
-            assert time.monotonic() < deadline, f"did not reach the end of {topic} in time"
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                assert err.code() == KafkaError._PARTITION_EOF, str(err)
-                at_eof.add(msg.partition())
-                continue
-            at_eof.discard(msg.partition())
-            hdrs = tuple((k, v) for k, v in (msg.headers() or []))
-            row = (msg.partition(), msg.key(), msg.value(), hdrs)
-            out.append((msg.partition(), msg.offset(), row))
-        return [row for _, _, row in sorted(out, key=lambda t: (t[0], t[1]))]
-    finally:
-        consumer.close()
+    return [
+        (m.partition() or 0, m.key(), m.value(), tuple((k, v) for k, v in (m.headers() or [])))
+        for m in messages
+    ]
 
 
 def read_records_aiokafka(

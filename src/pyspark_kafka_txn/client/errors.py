@@ -21,7 +21,10 @@ way out (True) or the producer must be discarded (False, e.g. when fenced).
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kio (and the hypothesis it imports) costs 0.3 s: the reader never needs it
+    from kio.schema.errors import ErrorCode
 
 __all__ = [
     "AuthenticationError",

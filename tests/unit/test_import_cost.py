@@ -1,0 +1,47 @@
+"""Importing the connector stays cheap where Spark imports it again for every query.
+
+Spark starts a fresh Python process for each streaming query's driver-side reader and
+imports the data source there (and in every new executor worker). Modules the reader does
+not use must not be imported on that path: kio alone (through ``hypothesis``) costs about
+0.3 s per process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("kio", "hypothesis", "pyspark_kafka_txn.embedded", "pyspark_kafka_txn.client.producer")
+
+
+def imported_after(statement: str) -> set[str]:
+    """Top-level and package names imported by ``statement`` in a fresh interpreter."""
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import pyspark_kafka_txn",
+        "import pyspark_kafka_txn.source",
+        "from pyspark_kafka_txn import DefaultSource",
+        "import pyspark_kafka_txn.reader",
+    ],
+)
+def test_reader_path_imports_no_protocol_or_broker_code(statement: str) -> None:
+    modules = imported_after(statement)
+    loaded = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+    assert loaded == [], f"{statement!r} imported {loaded}"
+
+
+def test_package_import_does_not_load_pyspark() -> None:
+    modules = imported_after("import pyspark_kafka_txn")
+    assert "pyspark" not in modules
+    assert "pyspark_kafka_txn" in modules

@@ -37,6 +37,7 @@ def _broker(args: argparse.Namespace) -> int:
         port=args.port,
         transaction_version=args.transaction_version,
         transaction_abort_interval_ms=args.abort_interval_ms,
+        transaction_two_phase_commit=args.two_phase_commit,
         auto_create_topics=args.auto_create_topics,
         security=_security(args),
     )
@@ -111,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument(
         "--auto-create-topics", action="store_true", help="auto.create.topics.enable=true"
+    )
+    broker.add_argument(
+        "--two-phase-commit",
+        action="store_true",
+        help="transaction.two.phase.commit.enable=true (KIP-939): serve InitProducerId v6, "
+        "whose Enable2Pc transactions never time out",
     )
     broker.add_argument(
         "--topic", action="append", metavar="NAME[:PARTITIONS]", help="create a topic at start"

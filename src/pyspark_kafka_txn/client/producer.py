@@ -22,6 +22,15 @@ Transaction versions: with ``transaction_version=1`` (v1 flows, every broker sin
 0.11) partitions are added with AddPartitionsToTxn and EndTxn ≤ v4 keeps the epoch; with
 ``2`` (KIP-890, a broker whose finalized ``transaction.version`` is ≥ 2) Produce v12 /
 TxnOffsetCommit v5 add partitions implicitly and EndTxn v5 returns the bumped epoch.
+
+Two-phase commit participation (KIP-939): with ``transaction.two.phase.commit.enable``
+set, InitProducerId v6 is sent with ``Enable2Pc``; the coordinator then never times the
+transactions of this id out, so a prepared transaction waits for its
+:func:`end_transaction` however long that takes. ``true`` requires a broker that
+advertises InitProducerId v6 (:class:`ProtocolError` otherwise, before any transaction
+state changes); ``auto`` uses 2PC where offered and the normal timeout elsewhere
+(:attr:`TransactionalProducer.two_phase_commit` tells which). ``KeepPreparedTxn`` is not
+offered: Kafka 4.3 brokers refuse it (UNSUPPORTED_VERSION, KAFKA-20739).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from pyspark_kafka_txn.client.errors import (
     KafkaConnectionError,
     KafkaTxnError,
     ProducerFencedError,
+    ProtocolError,
     TransactionError,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
@@ -73,6 +83,9 @@ ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
+INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
+TWO_PHASE_COMMIT_OPTION = "transaction.two.phase.commit.enable"
+_TWO_PHASE_MODES = ("false", "true", "auto")
 
 _FENCED = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 _METADATA_STALE = frozenset(
@@ -100,6 +113,7 @@ _OPTION_NAMES = {
     "retry.backoff.max.ms": "retry_backoff_max_ms",
     "client.id": "client_id",
     "transaction.version": "transaction_version",
+    TWO_PHASE_COMMIT_OPTION: "two_phase_commit",
 }
 
 
@@ -160,6 +174,11 @@ class ProducerConfig:
         Bounded exponential back-off between retries and reconnects.
     transaction_version
         1, 2, or 0 to follow the cluster's finalized ``transaction.version``.
+    two_phase_commit
+        ``transaction.two.phase.commit.enable`` (KIP-939): ``"false"`` (default),
+        ``"true"`` (InitProducerId v6 with ``Enable2Pc``: transactions never time out;
+        the broker must advertise v6) or ``"auto"`` (2PC where the broker offers it, the
+        ``transaction.timeout.ms`` behaviour elsewhere). Booleans are accepted.
     security
         TLS / SASL (built from the ``security.*``, ``ssl.*``, ``sasl.*`` options).
     """
@@ -178,6 +197,7 @@ class ProducerConfig:
     retry_backoff_max_ms: int = 1_000
     client_id: str = "pyspark-kafka-txn"
     transaction_version: int = 1
+    two_phase_commit: str = "false"
     security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def __post_init__(self) -> None:
@@ -194,6 +214,13 @@ class ProducerConfig:
             raise ConfigError(
                 f"transaction.version must be 0, 1 or 2, got {self.transaction_version}"
             )
+        mode = str(self.two_phase_commit).lower()
+        if mode not in _TWO_PHASE_MODES:
+            raise ConfigError(
+                f"{TWO_PHASE_COMMIT_OPTION} must be true, false or auto, "
+                f"got {self.two_phase_commit!r}"
+            )
+        object.__setattr__(self, "two_phase_commit", mode)
         for name in ("transaction_timeout_ms", "batch_size", "max_request_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
@@ -319,6 +346,9 @@ class TransactionalProducer:
         self.producer_id = -1
         self.producer_epoch = -1
         self.transaction_version = config.transaction_version
+        # KIP-939 in effect for this producer's transactions (decided by InitProducerId).
+        self.two_phase_commit = False
+        self._two_phase_decided = False
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._in_txn: set[tuple[str, int]] = set()
         self._txn_open = False
@@ -365,7 +395,8 @@ class TransactionalProducer:
             self.transaction_version = 2 if self.cluster.transaction_version() >= 2 else 1
 
         def call(conn: Connection) -> tuple[int, int]:
-            version = conn.version(INIT_PRODUCER_ID, 0, 5)
+            two_phase = self._wants_two_phase(conn)
+            version = conn.version(INIT_PRODUCER_ID, 0, INIT_PRODUCER_ID_2PC if two_phase else 5)
             body = conn.request(
                 INIT_PRODUCER_ID,
                 version,
@@ -373,8 +404,27 @@ class TransactionalProducer:
                 transaction_timeout=_timeout(self.config.transaction_timeout_ms),
                 producer_id=expected_id,
                 producer_epoch=expected_epoch,
+                enable2_pc=two_phase,
             )
+            if (
+                two_phase
+                and not self._two_phase_decided
+                and self.config.two_phase_commit == "auto"
+                and body.error_code == ErrorCode.transactional_id_authorization_failed
+            ):
+                # v6 advertised but 2PC disabled on the broker (or the TWO_PHASE_COMMIT
+                # ACL missing): fall back to the timeout behaviour. A missing WRITE ACL
+                # fails the plain request below the same way.
+                log.warning(
+                    "producer %r: broker refused two-phase commit (%s); using "
+                    "transaction.timeout.ms",
+                    self.transactional_id,
+                    body.error_code.name,
+                )
+                self._decide_two_phase(False)
+                return call(conn)
             check(body.error_code, f"InitProducerId({self.transactional_id!r})")
+            self._decide_two_phase(two_phase)
             return int(body.producer_id), int(body.producer_epoch)
 
         self.producer_id, self.producer_epoch = self._coordinator_call("InitProducerId", call)
@@ -382,13 +432,42 @@ class TransactionalProducer:
         self._error = None
         self._txn_open = False
         log.info(
-            "producer %r: id %d epoch %d (transaction version %d)",
+            "producer %r: id %d epoch %d (transaction version %d, two-phase commit %s)",
             self.transactional_id,
             self.producer_id,
             self.producer_epoch,
             self.transaction_version,
+            self.two_phase_commit,
         )
         return self.producer_id, self.producer_epoch
+
+    def _wants_two_phase(self, conn: Connection) -> bool:
+        """Whether this InitProducerId sets ``Enable2Pc``.
+
+        Once an InitProducerId succeeded the choice is kept: a later one without the flag
+        (e.g. the epoch bump after an abort) would turn the id back into a timed one.
+        """
+        if self._two_phase_decided:
+            return self.two_phase_commit
+        mode = self.config.two_phase_commit
+        if mode == "false":
+            return False
+        broker_max = conn.api_ranges.get(INIT_PRODUCER_ID, (0, -1))[1]
+        if broker_max >= INIT_PRODUCER_ID_2PC:
+            return True
+        if mode == "true":
+            raise ProtocolError(
+                f"{TWO_PHASE_COMMIT_OPTION}=true needs InitProducerId v{INIT_PRODUCER_ID_2PC} "
+                f"(KIP-939); broker {conn.host}:{conn.port} supports up to v{broker_max}. "
+                "Enable transaction.two.phase.commit.enable (and, on Kafka 4.3, "
+                f"unstable.api.versions.enable) on the brokers, or set {TWO_PHASE_COMMIT_OPTION}"
+                "=auto to fall back to transaction.timeout.ms"
+            )
+        return False
+
+    def _decide_two_phase(self, two_phase: bool) -> None:
+        self.two_phase_commit = two_phase
+        self._two_phase_decided = True
 
     def _reset_sequences(self) -> None:
         self._partitions.clear()

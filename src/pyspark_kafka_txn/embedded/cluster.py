@@ -133,6 +133,7 @@ class Cluster:
             schedule=self.schedule,
             transaction_version=config.transaction_version,
             max_timeout_ms=config.transaction_max_timeout_ms,
+            two_phase_commit=config.transaction_two_phase_commit,
             sink=self.storage.line_sink(TRANSACTION_STATE_TOPIC) if self.storage else None,
         )
         self._log_starts: dict[str, list[int]] = {}

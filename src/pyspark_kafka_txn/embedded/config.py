@@ -32,6 +32,17 @@ class ClusterConfig:
         ``transaction.max.timeout.ms``.
     transaction_abort_interval_ms
         ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
+    transaction_two_phase_commit
+        ``transaction.two.phase.commit.enable`` (KIP-939, default false). On: the
+        broker advertises and serves InitProducerId v6 (as a Kafka 4.3 broker with
+        ``unstable.api.versions.enable=true`` and
+        ``transaction.two.phase.commit.enable=true``), and a producer that sets
+        ``Enable2Pc`` gets transactions that never time out. Off (Kafka's default):
+        InitProducerId v0-5 only, as a default Kafka 4.3 broker.
+    unstable_api_versions
+        ``unstable.api.versions.enable``: advertise InitProducerId v6 even with 2PC
+        off (``Enable2Pc`` is then refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        as Kafka does). Implied by ``transaction_two_phase_commit``.
     group_initial_rebalance_delay_ms
         ``group.initial.rebalance.delay.ms``.
     auto_create_topics
@@ -48,6 +59,8 @@ class ClusterConfig:
     transaction_version: int = 2
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_interval_ms: int = 10_000
+    transaction_two_phase_commit: bool = False
+    unstable_api_versions: bool = False
     group_initial_rebalance_delay_ms: int = 3_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN, Cluster
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.faults import FaultAction, FaultRule
-from pyspark_kafka_txn.embedded.handlers import APIS
+from pyspark_kafka_txn.embedded.handlers import APIS, apis_for
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.server import BrokerServer
 
@@ -100,8 +100,9 @@ class EmbeddedKafka:
         assert self._loop is not None
         cluster = Cluster(self.config, self._loop)
         self._cluster = cluster
+        apis = apis_for(self.config)
         for node in cluster.node_ids:
-            server = BrokerServer(cluster, node, APIS)
+            server = BrokerServer(cluster, node, apis)
             # After a restart every broker comes back on the port it had.
             port = self._ports.get(node) or (self.config.port + node if self.config.port else 0)
             self._ports[node] = await server.start(self.config.host, port)

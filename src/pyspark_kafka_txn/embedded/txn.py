@@ -12,7 +12,14 @@ Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata
   ``marker_delay_s``);
 * transaction version 2 (EndTxn v5+) bumps the epoch on every completion (KIP-890);
 * transactions older than their timeout (measured from the first partition add) are
-  aborted with an epoch bump by :meth:`TransactionCoordinator.abort_timed_out`.
+  aborted with an epoch bump by :meth:`TransactionCoordinator.abort_timed_out`;
+* KIP-939 (two-phase commit participation, InitProducerId v6 ``Enable2Pc``, Kafka
+  4.1+): when ``transaction.two.phase.commit.enable`` is on, a producer asking for 2PC
+  gets its timeout stored as ``Integer.MAX_VALUE`` — Kafka's marker of a "distributed
+  two-phase commit" transaction — which the timeout sweep never aborts; asked while
+  off: TRANSACTIONAL_ID_AUTHORIZATION_FAILED. ``KeepPreparedTxn`` is refused with
+  UNSUPPORTED_VERSION, as Kafka 4.2/4.3 do (KAFKA-20739). Fencing by a later
+  InitProducerId still aborts an ongoing 2PC transaction.
 
 Simplifications: one coordinator epoch (0); the transaction log is the in-memory map
 plus an optional append-only sink (JSON lines) replayed by :meth:`load`.
@@ -32,6 +39,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 logger = logging.getLogger(__name__)
 
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
+TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: the stored timeout of a 2PC txn
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 
@@ -69,7 +77,12 @@ class TxnMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
-    two_phase: bool = False
+
+    @property
+    def two_phase(self) -> bool:
+        """A KIP-939 transaction (Kafka's ``isDistributedTwoPhaseCommitTxn``): never
+        timed out. Derived from the stored timeout, so it survives a restart."""
+        return self.timeout_ms == TWO_PHASE_TIMEOUT_MS
 
     def to_json(self) -> str:
         return json.dumps(
@@ -132,6 +145,12 @@ class TransactionCoordinator:
     transaction_version
         The cluster's finalized ``transaction.version`` (1 or 2), used for aborts the
         server starts itself (timeouts, fencing).
+    max_timeout_ms
+        ``transaction.max.timeout.ms``.
+    two_phase_commit
+        ``transaction.two.phase.commit.enable`` (KIP-939).
+    sink
+        Appends one transaction-log line (JSON) to durable storage.
     """
 
     def __init__(
@@ -142,6 +161,7 @@ class TransactionCoordinator:
         schedule: Callable[[float, Callable[[], None]], None],
         transaction_version: int = 2,
         max_timeout_ms: int = 900_000,
+        two_phase_commit: bool = False,
         sink: Callable[[str], None] | None = None,
     ) -> None:
         self._clock_ms = clock_ms
@@ -149,6 +169,7 @@ class TransactionCoordinator:
         self._schedule = schedule
         self.transaction_version = transaction_version
         self.max_timeout_ms = max_timeout_ms
+        self.two_phase_commit = two_phase_commit
         self.marker_delay_s = 0.0
         self._sink = sink
         self.txns: dict[str, TxnMetadata] = {}
@@ -197,19 +218,29 @@ class TransactionCoordinator:
         timeout_ms: int,
         expected_pid: int = NO_PRODUCER_ID,
         expected_epoch: int = NO_EPOCH,
+        *,
+        enable_2pc: bool = False,
+        keep_prepared: bool = False,
     ) -> TxnResult:
-        """Handle InitProducerId (both the idempotent and the transactional path)."""
+        """Handle InitProducerId (both the idempotent and the transactional path).
+
+        ``enable_2pc``/``keep_prepared`` are the v6 (KIP-939) flags. Checked in Kafka's
+        order: empty id, 2PC asked while disabled, keep-prepared (not implemented in
+        Kafka 4.3 either), then the timeout (also validated for 2PC, where Kafka skips
+        it: stricter; the stored timeout is ``Integer.MAX_VALUE`` regardless).
+        """
         if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_EPOCH):
             return TxnResult(ErrorCode.invalid_request)
         if transactional_id is None:
             return TxnResult(ErrorCode.none, self.allocate_producer_id(), 0)
-        if transactional_id == "":
-            return TxnResult(ErrorCode.invalid_request)
-        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
-            return TxnResult(ErrorCode.invalid_transaction_timeout)
+        error = self._init_request_error(transactional_id, timeout_ms, enable_2pc, keep_prepared)
+        if error is not None:
+            return TxnResult(error)
+        if enable_2pc:
+            timeout_ms = TWO_PHASE_TIMEOUT_MS
         meta = self.txns.get(transactional_id)
         if meta is None or meta.state is TxnState.DEAD:
-            meta = TxnMetadata(transactional_id, self.allocate_producer_id())
+            meta = TxnMetadata(transactional_id, self.allocate_producer_id(), timeout_ms=timeout_ms)
             self.txns[transactional_id] = meta
         if meta.state in _PREPARE or meta.state is TxnState.PREPARE_EPOCH_FENCE:
             return TxnResult(ErrorCode.concurrent_transactions)
@@ -247,6 +278,19 @@ class TransactionCoordinator:
         meta.timeout_ms = timeout_ms
         self._persist(meta)
         return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+
+    def _init_request_error(
+        self, transactional_id: str, timeout_ms: int, enable_2pc: bool, keep_prepared: bool
+    ) -> ErrorCode | None:
+        if transactional_id == "":
+            return ErrorCode.invalid_request
+        if enable_2pc and not self.two_phase_commit:
+            return ErrorCode.transactional_id_authorization_failed
+        if keep_prepared:
+            return ErrorCode.unsupported_version
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return ErrorCode.invalid_transaction_timeout
+        return None
 
     def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Server-initiated abort of an ongoing transaction, with an epoch bump."""

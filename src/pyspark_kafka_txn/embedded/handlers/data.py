@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
@@ -135,28 +136,64 @@ def produce(ctx: Context, req: Any) -> Any:
                     code, message = exc.code, str(exc)
             failed = failed or code is not ErrorCode.none
             parts.append(
-                build(
-                    mod.PartitionProduceResponse,
-                    index=pdata.index,
-                    error_code=code,
+                _produce_partition(
+                    mod,
+                    pdata.index,
+                    code,
                     base_offset=base,
-                    log_append_time=(
-                        datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
-                        if append_time >= 0
-                        else None
-                    ),
+                    log_append_time_ms=append_time,
                     log_start_offset=log.log_start_offset if log is not None else -1,
-                    record_errors=(),
-                    error_message=message,
+                    message=message,
                 )
             )
-        topics.append(
-            build(mod.TopicProduceResponse, name=topic.name, partition_responses=tuple(parts))
-        )
+        topics.append(_produce_topic(mod, topic.name, parts))
     cluster.notifier.fire()
     if req.acks == 0:
         return NoResponse(close=failed)
     return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+def _produce_partition(
+    mod: Any,
+    index: int,
+    code: ErrorCode,
+    *,
+    base_offset: int = -1,
+    log_append_time_ms: int = -1,
+    log_start_offset: int = -1,
+    message: str | None = None,
+) -> Any:
+    """One partition of a Produce response (-1 / null where there is no value)."""
+    return build(
+        mod.PartitionProduceResponse,
+        index=index,
+        error_code=code,
+        base_offset=base_offset,
+        log_append_time=(
+            datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
+            if log_append_time_ms >= 0
+            else None
+        ),
+        log_start_offset=log_start_offset,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+def _produce_topic(mod: Any, name: str, parts: Iterable[Any]) -> Any:
+    return build(mod.TopicProduceResponse, name=name, partition_responses=tuple(parts))
+
+
+def produce_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """Produce fault response: every partition fails with ``code`` (nothing appended)."""
+    mod = response_module(PRODUCE, ctx.version)
+    topics = tuple(
+        _produce_topic(
+            mod, topic.name, (_produce_partition(mod, p.index, code) for p in topic.partition_data)
+        )
+        for topic in req.topic_data
+    )
+    return build(mod.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
 
 
 def _fetch_partition(
@@ -429,7 +466,7 @@ def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
 
 
 SPECS = (
-    ApiSpec(PRODUCE, "Produce", 0, 12, produce, errors.produce_error, min_accepted=3),
+    ApiSpec(PRODUCE, "Produce", 0, 12, produce, produce_error, min_accepted=3),
     ApiSpec(FETCH, "Fetch", 4, 17, fetch, errors.fetch_error),
     ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, errors.list_offsets_error),
     ApiSpec(DELETE_RECORDS, "DeleteRecords", 0, 2, delete_records),

@@ -6,6 +6,11 @@ Kafka broker answers a request it refused before touching any state (for example
 NOT_LEADER_OR_FOLLOWER from a former leader, or COORDINATOR_LOAD_IN_PROGRESS from a
 coordinator still loading its log). ``BrokerServer`` uses them for the ``error``
 fault action; the handler of the request is never called.
+
+The builders of APIs whose per-partition response shape the handler also builds
+(Produce, AddPartitionsToTxn, TxnOffsetCommit) live next to that handler and share its
+shape builder: ``data.produce_error``, ``txn.add_partitions_error``,
+``txn.txn_offset_commit_error``.
 """
 
 from __future__ import annotations
@@ -15,34 +20,8 @@ from typing import Any
 from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, FIND_COORDINATOR = 0, 1, 2, 3, 8, 10
-INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-
-
-def produce_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
-    """Produce: every partition fails with ``code`` (nothing appended)."""
-    mod = response_module(PRODUCE, ctx.version)
-    topics = tuple(
-        build(
-            mod.TopicProduceResponse,
-            name=topic.name,
-            partition_responses=tuple(
-                build(
-                    mod.PartitionProduceResponse,
-                    index=p.index,
-                    error_code=code,
-                    base_offset=-1,
-                    log_append_time=None,
-                    log_start_offset=-1,
-                    record_errors=(),
-                    error_message=None,
-                )
-                for p in topic.partition_data
-            ),
-        )
-        for topic in req.topic_data
-    )
-    return build(mod.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, FIND_COORDINATOR = 1, 2, 3, 8, 10
+INIT_PRODUCER_ID, ADD_OFFSETS, END_TXN = 22, 25, 26
 
 
 def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
@@ -211,31 +190,6 @@ def init_producer_id_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     )
 
 
-def add_partitions_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
-    """AddPartitionsToTxn v0-3: every partition fails with ``code`` (none added)."""
-    mod = response_module(ADD_PARTITIONS, ctx.version)
-    results = tuple(
-        build(
-            mod.AddPartitionsToTxnTopicResult,
-            name=topic.name,
-            results_by_partition=tuple(
-                build(
-                    mod.AddPartitionsToTxnPartitionResult,
-                    partition_index=p,
-                    partition_error_code=code,
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.v3_and_below_topics
-    )
-    return build(
-        mod.AddPartitionsToTxnResponse,
-        throttle_time=NO_THROTTLE,
-        results_by_topic_v3_and_below=results,
-    )
-
-
 def add_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """AddOffsetsToTxn: ``code``."""
     mod = response_module(ADD_OFFSETS, ctx.version)
@@ -252,24 +206,3 @@ def end_txn_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
         producer_id=-1,
         producer_epoch=-1,
     )
-
-
-def txn_offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
-    """TxnOffsetCommit: every partition fails with ``code`` (nothing staged)."""
-    mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
-    topics = tuple(
-        build(
-            mod.TxnOffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.TxnOffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
-    )
-    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -4,6 +4,7 @@ TxnOffsetCommit, DescribeTransactions, ListTransactions."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
@@ -18,6 +19,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_modul
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
+INIT_PRODUCER_ID_2PC_VERSION = 6  # KIP-939; latestVersionUnstable in Kafka 4.3
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 
 
@@ -33,14 +35,18 @@ def _not_coordinator(ctx: Context, key_type: int, key: str) -> bool:
 
 
 def init_producer_id(ctx: Context, req: Any) -> Any:
-    """InitProducerId v0-5.
+    """InitProducerId v0-5, and v6 (KIP-939) when the cluster advertises it.
 
     Behaviour: a null transactional id allocates a fresh producer id (idempotent
     producer); otherwise the coordinator bumps the epoch (fencing), aborts an ongoing
     transaction first (CONCURRENT_TRANSACTIONS until done), validates the timeout
     against ``transaction.max.timeout.ms`` and the expected id/epoch (v3+). v<4 reports
     PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Sent to a node that is not the
-    transaction coordinator: NOT_COORDINATOR.
+    transaction coordinator: NOT_COORDINATOR. v6: ``Enable2Pc`` makes the transaction
+    never time out (``transaction.two.phase.commit.enable`` off:
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED); ``KeepPreparedTxn``: UNSUPPORTED_VERSION as
+    in Kafka 4.3; ``OngoingTxnProducerId``/``Epoch`` are always -1. Simplification: no
+    ACLs, so the TWO_PHASE_COMMIT operation Kafka also checks is not enforced.
     """
     mod = response_module(INIT_PRODUCER_ID, ctx.version)
     tid = req.transactional_id
@@ -52,6 +58,8 @@ def init_producer_id(ctx: Context, req: Any) -> Any:
             int(req.transaction_timeout.total_seconds() * 1000),
             getattr(req, "producer_id", -1),
             getattr(req, "producer_epoch", -1),
+            enable_2pc=getattr(req, "enable2_pc", False),
+            keep_prepared=getattr(req, "keep_prepared_txn", False),
         )
     return build(
         mod.InitProducerIdResponse,
@@ -71,7 +79,6 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
     PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Simplification: the broker-to-broker
     batched form (v4+) is not served; verification happens in-process.
     """
-    mod = response_module(ADD_PARTITIONS, ctx.version)
     cluster = ctx.cluster
     tid = req.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
@@ -95,6 +102,14 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
             )
         code = _fenced_for_old(ctx.version, code, 2)
         codes = dict.fromkeys(wanted, code)
+    return _add_partitions_response(ctx, req, lambda topic, p: codes[(topic, p)])
+
+
+def _add_partitions_response(
+    ctx: Context, req: Any, code_for: Callable[[str, int], ErrorCode]
+) -> Any:
+    """AddPartitionsToTxn v0-3 response: one result per requested partition."""
+    mod = response_module(ADD_PARTITIONS, ctx.version)
     results = tuple(
         build(
             mod.AddPartitionsToTxnTopicResult,
@@ -103,7 +118,7 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
                 build(
                     mod.AddPartitionsToTxnPartitionResult,
                     partition_index=p,
-                    partition_error_code=codes[(t.name, p)],
+                    partition_error_code=code_for(t.name, p),
                 )
                 for p in t.partitions
             ),
@@ -115,6 +130,11 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
         throttle_time=NO_THROTTLE,
         results_by_topic_v3_and_below=results,
     )
+
+
+def add_partitions_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """AddPartitionsToTxn v0-3 fault response: every partition fails with ``code``."""
+    return _add_partitions_response(ctx, req, lambda _topic, _p: code)
 
 
 def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
@@ -186,7 +206,6 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
     characters: OFFSET_METADATA_TOO_LARGE. Accepted offsets are staged until the
     transaction's marker.
     """
-    mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
     cluster = ctx.cluster
     group = req.group_id
     part = coordinator_partition(group) if group else -1
@@ -216,36 +235,55 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
                 getattr(req, "group_instance_id", None),
                 transactional=True,
             )
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for p in topic.partitions:
-            code = top_error
-            if code is ErrorCode.none:
-                if cluster.partition(topic.name, p.partition_index) is None:
-                    code = ErrorCode.unknown_topic_or_partition
-                elif len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
-                    code = ErrorCode.offset_metadata_too_large
-                else:
-                    cluster.offsets.stage(
-                        group,
-                        req.producer_id,
-                        (topic.name, p.partition_index),
-                        p.committed_offset,
-                        getattr(p, "committed_leader_epoch", -1),
-                        p.committed_metadata,
-                    )
-            parts.append(
+
+    def stage(topic: str, p: Any) -> ErrorCode:
+        if top_error is not ErrorCode.none:
+            return top_error
+        if cluster.partition(topic, p.partition_index) is None:
+            return ErrorCode.unknown_topic_or_partition
+        if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
+            return ErrorCode.offset_metadata_too_large
+        cluster.offsets.stage(
+            group,
+            req.producer_id,
+            (topic, p.partition_index),
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        return ErrorCode.none
+
+    return _txn_offset_commit_response(ctx, req, stage)
+
+
+def _txn_offset_commit_response(
+    ctx: Context, req: Any, code_for: Callable[[str, Any], ErrorCode]
+) -> Any:
+    """TxnOffsetCommit response: one result per requested partition; ``code_for(topic,
+    partition)`` is called once per entry, in request order."""
+    mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
+    topics = tuple(
+        build(
+            mod.TxnOffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
                 build(
                     mod.TxnOffsetCommitResponsePartition,
                     partition_index=p.partition_index,
-                    error_code=code,
+                    error_code=code_for(topic.name, p),
                 )
-            )
-        topics.append(
-            build(mod.TxnOffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
+                for p in topic.partitions
+            ),
         )
-    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+        for topic in req.topics
+    )
+    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def txn_offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """TxnOffsetCommit fault response: every partition fails with ``code`` (nothing
+    staged)."""
+    return _txn_offset_commit_response(ctx, req, lambda _topic, _p: code)
 
 
 def describe_transactions(ctx: Context, req: Any) -> Any:
@@ -345,7 +383,7 @@ SPECS = (
         0,
         3,
         add_partitions_to_txn,
-        errors.add_partitions_error,
+        add_partitions_error,
     ),
     ApiSpec(ADD_OFFSETS, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, errors.add_offsets_error),
     ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, errors.end_txn_error),
@@ -355,7 +393,7 @@ SPECS = (
         0,
         5,
         txn_offset_commit,
-        errors.txn_offset_commit_error,
+        txn_offset_commit_error,
     ),
     ApiSpec(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, describe_transactions),
     ApiSpec(LIST_TRANSACTIONS, "ListTransactions", 0, 1, list_transactions),

@@ -1,0 +1,212 @@
+"""The producer's KIP-939 option (``transaction.two.phase.commit.enable``) against
+dedicated embedded clusters: 2PC on, v6 advertised with 2PC off, and the session cluster
+(a default Kafka 4.3 broker: InitProducerId v0-5). Reads go through librdkafka."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from pyspark_kafka_txn.client.admin import describe_transactions
+from pyspark_kafka_txn.client.errors import ConfigError, ProducerFencedError, ProtocolError
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import (
+    PreparedTransaction,
+    ProducerConfig,
+    TransactionalProducer,
+    end_transaction,
+)
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.client.helpers import read_records
+from tests.conftest import KafkaTarget
+
+MAX_INT = 2**31 - 1
+OPTION = "transaction.two.phase.commit.enable"
+
+
+def _tid() -> str:
+    return f"c2pc-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def two_pc() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(transaction_two_phase_commit=True, transaction_abort_interval_ms=200) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def unstable_only() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(unstable_api_versions=True, transaction_abort_interval_ms=200) as k:
+        yield k
+
+
+def _timeout_ms(bootstrap: str, tid: str) -> int:
+    cluster = ClusterClient(bootstrap)
+    try:
+        described = describe_transactions(cluster, [tid])[tid]
+    finally:
+        cluster.close()
+    assert described is not None
+    return described.timeout_ms
+
+
+def test_option_values() -> None:
+    def mode(value: str | int) -> str:
+        return ProducerConfig.from_options(
+            {"bootstrap.servers": "x:1", "transactional.id": "t", OPTION: value}
+        ).two_phase_commit
+
+    assert [mode("TRUE"), mode("false"), mode("Auto")] == ["true", "false", "auto"]
+    assert ProducerConfig("x:1", "t").two_phase_commit == "false"
+    assert ProducerConfig("x:1", "t", two_phase_commit=True).two_phase_commit == "true"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=OPTION):
+        mode("yes")
+
+
+_PREPARE_SCRIPT = """
+import json, sys
+import pyarrow as pa
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+bootstrap, tid, topic, tag, tv = sys.argv[1:6]
+producer = TransactionalProducer(ProducerConfig.from_options({
+    "bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 1000,
+    "transaction.version": tv, "transaction.two.phase.commit.enable": "true"}))
+producer.init_transactions()
+producer.begin_transaction()
+producer.produce(topic, pa.array([f"{tag}-{i}".encode() for i in range(10)]), partitions=0)
+handle = producer.prepare()
+producer.close()
+sys.stdout.write(json.dumps([handle.transactional_id, handle.producer_id,
+                             handle.producer_epoch, handle.transaction_version,
+                             producer.two_phase_commit]))
+"""
+
+
+def _prepare_in_subprocess(bs: str, topic: str, tag: str, tv: int) -> PreparedTransaction:
+    out = subprocess.run(
+        [sys.executable, "-c", _PREPARE_SCRIPT, bs, _tid(), topic, tag, str(tv)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    tid, pid, epoch, version, two_phase = json.loads(out.stdout)
+    assert two_phase is True
+    return PreparedTransaction(tid, pid, epoch, version)
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_prepared_2pc_transaction_waits_for_another_process(two_pc: EmbeddedKafka, tv: int) -> None:
+    bs = two_pc.bootstrap_servers
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    two_pc.create_topic(topic, 1)
+    keep = _prepare_in_subprocess(bs, topic, "keep", tv)
+    drop = _prepare_in_subprocess(bs, topic, "drop", tv)
+    # An ordinary transaction of this producer, same 1 s timeout, on the same cluster.
+    normal = TransactionalProducer(
+        ProducerConfig(bs, _tid(), transaction_timeout_ms=1000, transaction_version=tv)
+    )
+    normal.init_transactions()
+    assert normal.two_phase_commit is False
+    normal.begin_transaction()
+    normal.produce(topic, pa.array([b"normal"]), partitions=0)
+    normal_handle = normal.prepare()
+    normal.close()
+    time.sleep(3.0)  # 3 x the requested timeout, 15 sweeps
+    with pytest.raises(ProducerFencedError):
+        end_transaction(bs, normal_handle, commit=True)
+    assert read_records(bs, topic, 1, isolation="read_committed") == []
+    end_transaction(bs, keep, commit=True)
+    end_transaction(bs, drop, commit=False)
+    want = [f"keep-{i}".encode() for i in range(10)]
+    deadline = time.monotonic() + 5
+    while [r[2] for r in read_records(bs, topic, 1, isolation="read_committed")] != want:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_true_needs_a_broker_with_v6(kafka: KafkaTarget) -> None:
+    producer = TransactionalProducer(
+        ProducerConfig(kafka.bootstrap_servers, _tid(), two_phase_commit="true")
+    )
+    try:
+        with pytest.raises(ProtocolError, match=OPTION) as info:
+            producer.init_transactions()
+        assert "v6" in str(info.value) and "auto" in str(info.value)
+        assert producer.producer_id == -1 and producer.two_phase_commit is False
+    finally:
+        producer.close()
+
+
+def test_true_refused_by_a_broker_with_2pc_off(unstable_only: EmbeddedKafka) -> None:
+    producer = TransactionalProducer(
+        ProducerConfig(unstable_only.bootstrap_servers, _tid(), two_phase_commit="true")
+    )
+    try:
+        with pytest.raises(Exception, match="transactional_id_authorization_failed"):
+            producer.init_transactions()
+    finally:
+        producer.close()
+
+
+@pytest.mark.parametrize("where", ["two_pc", "unstable_only", "default"])
+def test_auto_uses_2pc_where_offered(
+    where: str,
+    request: pytest.FixtureRequest,
+    kafka: KafkaTarget,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bs = (
+        kafka.bootstrap_servers
+        if where == "default"
+        else request.getfixturevalue(where).bootstrap_servers
+    )
+    tid = _tid()
+    producer = TransactionalProducer(
+        ProducerConfig(bs, tid, two_phase_commit="auto", transaction_timeout_ms=30_000)
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="pyspark_kafka_txn.client.producer"):
+            producer.init_transactions()
+        assert producer.two_phase_commit is (where == "two_pc")
+        assert _timeout_ms(bs, tid) == (MAX_INT if where == "two_pc" else 30_000)
+        refused = any("refused two-phase commit" in r.getMessage() for r in caplog.records)
+        assert refused is (where == "unstable_only")
+    finally:
+        producer.close()
+
+
+def test_later_init_producer_ids_keep_2pc(two_pc: EmbeddedKafka) -> None:
+    """The epoch bumps after the first InitProducerId keep Enable2Pc (without it the
+    coordinator would store the client timeout again)."""
+    bs = two_pc.bootstrap_servers
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    two_pc.create_topic(topic, 1)
+    tid = _tid()
+    producer = TransactionalProducer(
+        ProducerConfig(bs, tid, two_phase_commit="auto", transaction_version=1)
+    )
+    try:
+        _, epoch = producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce(topic, pa.array([b"a"]), partitions=0)
+        producer.abort_transaction()  # may bump the epoch itself (KIP-360 InitProducerId)
+        assert _timeout_ms(bs, tid) == MAX_INT
+        _, again = producer.init_transactions()
+        assert again > epoch
+        assert producer.two_phase_commit is True
+        assert _timeout_ms(bs, tid) == MAX_INT
+        producer.begin_transaction()
+        producer.produce(topic, pa.array([b"b"]), partitions=0)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert [r[2] for r in read_records(bs, topic, 1, isolation="read_committed")] == [b"b"]

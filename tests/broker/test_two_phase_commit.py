@@ -11,10 +11,7 @@ client shows what the reference client does with its 2PC option.
 from __future__ import annotations
 
 import datetime
-import json
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,6 +37,7 @@ from tests.broker.clients import (
     txn_producer,
 )
 from tests.broker.java_client import JavaClient
+from tests.client.helpers import prepare_in_subprocess
 from tests.conftest import KafkaTarget
 
 INIT_PRODUCER_ID = 22
@@ -119,36 +117,17 @@ def _state(kafka: EmbeddedKafka, tid: str) -> tuple[str, int]:
     return described.state, described.timeout_ms
 
 
-_PREPARE_SCRIPT = """
-import json, sys
-import pyarrow as pa
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
-bootstrap, tid, topic, tag = sys.argv[1:5]
-producer = TransactionalProducer(ProducerConfig(
-    bootstrap, tid, transaction_timeout_ms=1000, transaction_version=0,
-    two_phase_commit="true"))
-producer.init_transactions()
-producer.begin_transaction()
-producer.produce(topic, pa.array([f"{tag}-{i}".encode() for i in range(5)]), partitions=0)
-handle = producer.prepare()
-producer.close()
-sys.stdout.write(json.dumps([handle.producer_id, handle.producer_epoch,
-                             handle.transaction_version, producer.two_phase_commit]))
-"""
-
-
 def _prepare_2pc(bootstrap: str, tid: str, topic: str, tag: str) -> tuple[int, int, int]:
     """Our client, in another process: a 2PC transaction with 5 records, left open."""
-    out = subprocess.run(
-        [sys.executable, "-c", _PREPARE_SCRIPT, bootstrap, tid, topic, tag],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    pid, epoch, tv, two_phase = json.loads(out.stdout)
+    options = {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": tid,
+        "transaction.timeout.ms": 1000,
+        "transaction.two.phase.commit.enable": "true",
+    }
+    handle, two_phase = prepare_in_subprocess(options, topic, tag, count=5)
     assert two_phase is True
-    return pid, epoch, tv
+    return handle.producer_id, handle.producer_epoch, handle.transaction_version
 
 
 def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: bool) -> int:

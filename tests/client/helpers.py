@@ -1,11 +1,17 @@
-"""Helpers for the client tests: full-record readers with independent clients."""
+"""Helpers for the client tests: full-record readers with independent clients, and a
+producer that prepares a transaction in another process."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from pyspark_kafka_txn.client.producer import PreparedTransaction
 from tests.broker.clients import consume_messages
 
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
@@ -59,3 +65,37 @@ def read_records_aiokafka(
             await consumer.stop()
 
     return asyncio.run(run())
+
+
+_PREPARE_SCRIPT = """
+import json, sys
+import pyarrow as pa
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+options, topic, tag, count = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+producer = TransactionalProducer(ProducerConfig.from_options(options))
+producer.init_transactions()
+producer.begin_transaction()
+producer.produce(topic, pa.array([f"{tag}-{i}".encode() for i in range(count)]), partitions=0)
+handle = producer.prepare()
+producer.close()
+sys.stdout.write(json.dumps([handle.transactional_id, handle.producer_id,
+                             handle.producer_epoch, handle.transaction_version,
+                             producer.two_phase_commit]))
+"""
+
+
+def prepare_in_subprocess(
+    options: Mapping[str, str | int], topic: str, tag: str, count: int = 10
+) -> tuple[PreparedTransaction, bool]:
+    """Our producer, in another OS process: ``count`` records ``{tag}-{i}`` to partition 0
+    in a transaction left prepared (not ended). Returns its handle and whether KIP-939
+    two-phase commit was in effect."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PREPARE_SCRIPT, json.dumps(dict(options)), topic, tag, str(count)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    tid, pid, epoch, version, two_phase = json.loads(out.stdout)
+    return PreparedTransaction(tid, pid, epoch, version), two_phase

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 
@@ -28,7 +25,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.client.records import Compression
-from tests.client.helpers import read_records, read_records_aiokafka
+from tests.client.helpers import prepare_in_subprocess, read_records, read_records_aiokafka
 from tests.conftest import KafkaTarget
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -139,32 +136,9 @@ def test_many_batches_keyed_partitioning_and_offsets(kafka: KafkaTarget) -> None
     p.close()
 
 
-_PREPARE_SCRIPT = """
-import json, sys
-import pyarrow as pa
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
-bootstrap, tid, topic, tag, tv = sys.argv[1:6]
-producer = TransactionalProducer(ProducerConfig(bootstrap, tid, transaction_version=int(tv)))
-producer.init_transactions()
-producer.begin_transaction()
-producer.produce(topic, pa.array([f"{tag}-{i}".encode() for i in range(10)]), partitions=0)
-handle = producer.prepare()
-producer.close()
-sys.stdout.write(json.dumps([handle.transactional_id, handle.producer_id,
-                             handle.producer_epoch, handle.transaction_version]))
-"""
-
-
 def _prepare_in_subprocess(bs: str, topic: str, tag: str, tv: int) -> PreparedTransaction:
-    out = subprocess.run(
-        [sys.executable, "-c", _PREPARE_SCRIPT, bs, _tid(), topic, tag, str(tv)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    tid, pid, epoch, version = json.loads(out.stdout)
-    return PreparedTransaction(tid, pid, epoch, version)
+    options = {"bootstrap.servers": bs, "transactional.id": _tid(), "transaction.version": tv}
+    return prepare_in_subprocess(options, topic, tag)[0]
 
 
 @pytest.mark.parametrize("tv", [1, 2])

@@ -4,10 +4,7 @@ dedicated embedded clusters: 2PC on, v6 advertised with 2PC off, and the session
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +22,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.client.helpers import read_records
+from tests.client.helpers import prepare_in_subprocess, read_records
 from tests.conftest import KafkaTarget
 
 MAX_INT = 2**31 - 1
@@ -71,36 +68,17 @@ def test_option_values() -> None:
         mode("yes")
 
 
-_PREPARE_SCRIPT = """
-import json, sys
-import pyarrow as pa
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
-bootstrap, tid, topic, tag, tv = sys.argv[1:6]
-producer = TransactionalProducer(ProducerConfig.from_options({
-    "bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 1000,
-    "transaction.version": tv, "transaction.two.phase.commit.enable": "true"}))
-producer.init_transactions()
-producer.begin_transaction()
-producer.produce(topic, pa.array([f"{tag}-{i}".encode() for i in range(10)]), partitions=0)
-handle = producer.prepare()
-producer.close()
-sys.stdout.write(json.dumps([handle.transactional_id, handle.producer_id,
-                             handle.producer_epoch, handle.transaction_version,
-                             producer.two_phase_commit]))
-"""
-
-
 def _prepare_in_subprocess(bs: str, topic: str, tag: str, tv: int) -> PreparedTransaction:
-    out = subprocess.run(
-        [sys.executable, "-c", _PREPARE_SCRIPT, bs, _tid(), topic, tag, str(tv)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    tid, pid, epoch, version, two_phase = json.loads(out.stdout)
+    options = {
+        "bootstrap.servers": bs,
+        "transactional.id": _tid(),
+        "transaction.timeout.ms": 1000,
+        "transaction.version": tv,
+        "transaction.two.phase.commit.enable": "true",
+    }
+    handle, two_phase = prepare_in_subprocess(options, topic, tag)
     assert two_phase is True
-    return PreparedTransaction(tid, pid, epoch, version)
+    return handle
 
 
 @pytest.mark.parametrize("tv", [1, 2])

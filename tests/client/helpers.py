@@ -99,3 +99,15 @@ def prepare_in_subprocess(
     )
     tid, pid, epoch, version, two_phase = json.loads(out.stdout)
     return PreparedTransaction(tid, pid, epoch, version), two_phase
+
+
+def wait_for_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:
+    """Wait until partition 0 of ``topic`` shows exactly ``want`` to read_committed readers
+    (markers are written after EndTxn is answered, so visibility lags a little)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = [r[2] for r in read_records(bootstrap, topic, 1, isolation="read_committed")]
+        if got == want:
+            return
+        assert time.monotonic() < deadline, got
+        time.sleep(0.05)

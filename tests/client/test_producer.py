@@ -25,7 +25,12 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.client.records import Compression
-from tests.client.helpers import prepare_in_subprocess, read_records, read_records_aiokafka
+from tests.client.helpers import (
+    prepare_in_subprocess,
+    read_records,
+    read_records_aiokafka,
+    wait_for_values,
+)
 from tests.conftest import KafkaTarget
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -153,11 +158,7 @@ def test_prepared_in_another_process_then_committed_or_aborted(kafka: KafkaTarge
     # Ending again is idempotent (a driver retrying after a lost answer).
     end_transaction(bs, keep, commit=True)
     end_transaction(bs, drop, commit=False)
-    want = [f"keep-{i}".encode() for i in range(10)]
-    deadline = time.monotonic() + 5
-    while [r[2] for r in read_records(bs, topic, 1, isolation="read_committed")] != want:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_values(bs, topic, [f"keep-{i}".encode() for i in range(10)])
     # The opposite decision on an ended transaction is refused, not silently applied.
     with pytest.raises(TransactionError):
         end_transaction(bs, keep, commit=False)

@@ -22,7 +22,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.client.helpers import prepare_in_subprocess, read_records
+from tests.client.helpers import prepare_in_subprocess, read_records, wait_for_values
 from tests.conftest import KafkaTarget
 
 MAX_INT = 2**31 - 1
@@ -104,11 +104,7 @@ def test_prepared_2pc_transaction_waits_for_another_process(two_pc: EmbeddedKafk
     assert read_records(bs, topic, 1, isolation="read_committed") == []
     end_transaction(bs, keep, commit=True)
     end_transaction(bs, drop, commit=False)
-    want = [f"keep-{i}".encode() for i in range(10)]
-    deadline = time.monotonic() + 5
-    while [r[2] for r in read_records(bs, topic, 1, isolation="read_committed")] != want:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_values(bs, topic, [f"keep-{i}".encode() for i in range(10)])
 
 
 def test_true_needs_a_broker_with_v6(kafka: KafkaTarget) -> None:

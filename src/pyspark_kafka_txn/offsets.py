@@ -2,7 +2,10 @@
 
 Pure functions (no I/O, no pyspark) mirroring what Spark's Kafka source does:
 
-* offsets are checkpointed as ``{"topic": {"0": 42, "1": 7}}``;
+* offsets are checkpointed as ``{"topic": {"0": 42, "1": 7}}``; the end offset of a
+  query's first micro-batch also records where that batch starts under the key
+  :data:`ORIGIN` (``{"topic": {"0": 42}, "@origin": {"topic": {"0": 40}}}``), because Spark
+  asks the source for its initial offset again when it re-runs that batch;
 * ``maxOffsetsPerTrigger`` is split across partitions in proportion to their backlog,
   never starving a partition that has data (a share below 1 is rounded up);
 * ``maxRecordsPerPartition`` and ``minPartitions`` split large ranges into several tasks.
@@ -16,19 +19,32 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark_kafka_txn.options import TopicPartition
 
 __all__ = [
+    "ORIGIN",
+    "OffsetJson",
     "OffsetRange",
     "PartitionOffsets",
     "from_json_dict",
+    "origin_of",
     "rate_limit",
     "split_ranges",
     "to_json_dict",
+    "with_origin",
 ]
 
 PartitionOffsets = dict[TopicPartition, int]
+
+#: An offset as Spark stores it: ``{"topic": {"partition": offset}}``, plus
+#: ``{ORIGIN: {"topic": {"partition": offset}}}`` in the end offset of a first batch.
+OffsetJson = dict[str, Any]
+
+#: Key of the first micro-batch's start inside its end offset. ``@`` cannot occur in a
+#: Kafka topic name (``[a-zA-Z0-9._-]``), so the key never collides with a topic.
+ORIGIN = "@origin"
 
 
 def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -50,13 +66,13 @@ def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, i
     return out
 
 
-def from_json_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
-    """Inverse of :func:`to_json_dict`.
+def from_json_dict(data: Mapping[str, Any]) -> PartitionOffsets:
+    """Inverse of :func:`to_json_dict` (an :data:`ORIGIN` entry is ignored).
 
     Parameters
     ----------
     data
-        ``{"topic": {"partition": offset}}``.
+        ``{"topic": {"partition": offset}}``, possibly with an :data:`ORIGIN` key.
 
     Returns
     -------
@@ -66,8 +82,50 @@ def from_json_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
     return {
         TopicPartition(topic, int(p)): int(o)
         for topic, parts in data.items()
+        if topic != ORIGIN
         for p, o in parts.items()
     }
+
+
+def origin_of(data: Mapping[str, Any]) -> PartitionOffsets | None:
+    """The start of the first micro-batch recorded in its end offset, if any.
+
+    Parameters
+    ----------
+    data
+        An offset in Spark's JSON form.
+
+    Returns
+    -------
+    dict or None
+        The recorded start per topic-partition; ``None`` for offsets without one (every
+        offset except the end of a query's first micro-batch, and offsets written by
+        earlier versions).
+    """
+    origin = data.get(ORIGIN)
+    return None if origin is None else from_json_dict(origin)
+
+
+def with_origin(
+    end: Mapping[TopicPartition, int], origin: Mapping[TopicPartition, int]
+) -> OffsetJson:
+    """The JSON of a first micro-batch's ``end``, recording its start ``origin``.
+
+    Parameters
+    ----------
+    end
+        The end of the batch per topic-partition.
+    origin
+        Where the batch starts per topic-partition.
+
+    Returns
+    -------
+    dict
+        ``{"topic": {"partition": end}, ..., ORIGIN: {"topic": {"partition": start}}}``.
+    """
+    out: OffsetJson = dict(to_json_dict(end))
+    out[ORIGIN] = to_json_dict(origin)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+DEFAULT_LSO_STALL_WARN_MS = 60_000
 
 _REDACTED = "*********(redacted)"
 
@@ -214,6 +215,9 @@ class ReaderOptions:
         The consumer group id (never used to commit offsets).
     isolation_level
         ``read_committed`` (default) or ``read_uncommitted``.
+    lso_stall_warn_ms
+        ``lsoStallWarnMs`` (streaming, read_committed): warn when a partition's LSO stays
+        below its high watermark without advancing for this long; 0 turns the check off.
     kafka_params
         librdkafka configuration (translated ``kafka.*`` options, without the ones the
         reader sets itself). Redacted in ``repr``.
@@ -237,6 +241,7 @@ class ReaderOptions:
     group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
     group_id: str | None = None
     isolation_level: str = "read_committed"
+    lso_stall_warn_ms: int = DEFAULT_LSO_STALL_WARN_MS
     kafka_params: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -692,7 +697,7 @@ _KNOWN = frozenset(
         "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
         "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
         "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-        "groupIdPrefix", "path",
+        "groupIdPrefix", "lsoStallWarnMs", "path",
     )
 )  # fmt: skip
 
@@ -814,5 +819,6 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
         group_id_prefix=opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX),
         group_id=group_id,
         isolation_level=isolation,
+        lso_stall_warn_ms=_non_negative_int(opts, "lsoStallWarnMs", DEFAULT_LSO_STALL_WARN_MS),
         kafka_params=_kafka_params(raw_kafka),
     )

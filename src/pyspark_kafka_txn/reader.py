@@ -37,12 +37,16 @@ from pyspark.sql.streaming.datasource import (
 
 from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.offsets import (
+    ORIGIN,
+    OffsetJson,
     OffsetRange,
     PartitionOffsets,
     from_json_dict,
+    origin_of,
     rate_limit,
     split_ranges,
     to_json_dict,
+    with_origin,
 )
 from pyspark_kafka_txn.options import (
     Assign,
@@ -160,12 +164,19 @@ class _OffsetClient:
         """LSO (read_committed) or high watermark (read_uncommitted)."""
         return self._list({tp: _offset_spec().latest() for tp in tps})
 
+    def high_watermarks(self, tps: Sequence[TopicPartition]) -> PartitionOffsets:
+        """High watermarks, whatever the isolation level (one ListOffsets round)."""
+        from confluent_kafka import IsolationLevel
+
+        spec = _offset_spec()
+        return self._list({tp: spec.latest() for tp in tps}, IsolationLevel.READ_UNCOMMITTED)
+
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> PartitionOffsets:
         """First offset with a timestamp ≥ the given one; -1 where no record qualifies."""
         spec = _offset_spec()
         return self._list({tp: spec.for_timestamp(ts) for tp, ts in timestamps.items()})
 
-    def _list(self, specs: Mapping[TopicPartition, Any]) -> PartitionOffsets:
+    def _list(self, specs: Mapping[TopicPartition, Any], isolation: Any = None) -> PartitionOffsets:
         if not specs:
             return {}
         from confluent_kafka import TopicPartition as CkTopicPartition
@@ -173,7 +184,7 @@ class _OffsetClient:
         def call() -> PartitionOffsets:
             futures = self._admin.list_offsets(
                 {CkTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()},
-                isolation_level=self._isolation,
+                isolation_level=self._isolation if isolation is None else isolation,
                 request_timeout=_ADMIN_TIMEOUT_S,
             )
             return {
@@ -378,6 +389,72 @@ class KafkaBatchReader(_DriverMixin, DataSourceReader):
         return self._input_partitions(start, end)
 
 
+class _LsoStallMonitor:
+    """Warns when a partition's LSO stays below its high watermark (read_committed).
+
+    A transaction that stays open pins the LSO: read_committed readers see nothing of the
+    partition past it until the transaction commits, aborts or times out. Python streaming
+    sources cannot report custom metrics to Spark's progress, so the planner logs a
+    warning, once per stall, naming the partition, the LSO, the high watermark and for how
+    long the LSO has not advanced.
+
+    Only partitions whose LSO did not advance since the previous trigger (and were not
+    warned about yet) cost a look-up: one ListOffsets round for their high watermarks.
+
+    Parameters
+    ----------
+    threshold_ms
+        ``lsoStallWarnMs``: how long the LSO may stay below the high watermark unmoved.
+    """
+
+    def __init__(self, threshold_ms: int) -> None:
+        self._threshold_s = threshold_ms / 1000
+        self._last: PartitionOffsets = {}
+        #: When each partition was last known not to be stalled (LSO moved or reached
+        #: the high watermark).
+        self._clear_at: dict[TopicPartition, float] = {}
+        self._warned: set[TopicPartition] = set()
+
+    def observe(self, lso: Mapping[TopicPartition, int], client: _OffsetClient) -> None:
+        """Record the LSOs of one trigger; warn about partitions stalled too long."""
+        now = time.monotonic()
+        steady = [tp for tp in sorted(lso) if self._last.get(tp) == lso[tp]]
+        for tp in set(self._clear_at) - set(steady):
+            del self._clear_at[tp]
+        self._warned &= set(steady)
+        for tp in lso:
+            self._clear_at.setdefault(tp, now)
+        self._last = dict(lso)
+        candidates = [tp for tp in steady if tp not in self._warned]
+        if not candidates:
+            return
+        try:
+            hwm = client.high_watermarks(candidates)
+        except KafkaTxnError as exc:  # a warning's look-up never fails the query
+            logger.info("Skipping the LSO stall check of this trigger: %s", exc)
+            return
+        for tp in candidates:
+            if hwm.get(tp, lso[tp]) <= lso[tp]:
+                self._clear_at[tp] = now
+                continue
+            stalled_s = now - self._clear_at[tp]
+            if stalled_s >= self._threshold_s:
+                self._warned.add(tp)
+                logger.warning(
+                    "Partition %s: the last stable offset (LSO) %d has not advanced for "
+                    "%.1f s while the high watermark is %d (lsoStallWarnMs=%d). A transaction "
+                    "left open holds back every read_committed reader: offsets from %d on "
+                    "are read once it commits, aborts or times out "
+                    "(transaction.timeout.ms of its producer).",
+                    tp,
+                    lso[tp],
+                    stalled_s,
+                    hwm[tp],
+                    round(self._threshold_s * 1000),
+                    lso[tp],
+                )
+
+
 class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kafka_txn")``: LSO-bounded micro-batches.
 
@@ -394,16 +471,27 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
         self._latest: PartitionOffsets | None = None
         self._available_now: PartitionOffsets | None = None
         self._last_trigger_ms = 0.0
+        self._initial: OffsetJson | None = None
+        self._stalls = (
+            _LsoStallMonitor(options.lso_stall_warn_ms)
+            if options.read_committed and options.lso_stall_warn_ms > 0
+            else None
+        )
 
     # -- offsets ---------------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's API name
-        """Resolve ``startingOffsets`` / ``startingOffsetsByTimestamp`` / ``startingTimestamp``."""
-        client = self._offsets()
-        tps = client.topic_partitions()
-        offsets = client.resolve(self.options.starting, tps, ending=False)
-        logger.info("Initial offsets: %s", to_json_dict(offsets))
-        return to_json_dict(offsets)
+    def initialOffset(self) -> OffsetJson:  # noqa: N802 - Spark's API name
+        """Resolve ``startingOffsets`` / ``startingOffsetsByTimestamp`` / ``startingTimestamp``.
+
+        Resolved once per reader: Spark asks again when it runs the first micro-batch.
+        """
+        if self._initial is None:
+            client = self._offsets()
+            tps = client.topic_partitions()
+            offsets = client.resolve(self.options.starting, tps, ending=False)
+            logger.info("Initial offsets: %s", to_json_dict(offsets))
+            self._initial = to_json_dict(offsets)
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's API name
         """``maxOffsetsPerTrigger`` → ReadMaxRows; ``minOffsetsPerTrigger`` → ReadMinRows."""
@@ -420,10 +508,16 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
         logger.info("Trigger.AvailableNow target: %s", to_json_dict(self._available_now))
 
     def latestOffset(  # noqa: N802 - Spark's API name
-        self, start: dict[str, dict[str, int]], limit: ReadLimit
-    ) -> dict[str, dict[str, int]]:
-        """End of the next micro-batch: the LSO (or high watermark), capped by ``limit``."""
+        self, start: OffsetJson, limit: ReadLimit
+    ) -> OffsetJson:
+        """End of the next micro-batch: the LSO (or high watermark), capped by ``limit``.
+
+        The end of the query's first micro-batch (``start`` is what :meth:`initialOffset`
+        returned) records that batch's start under :data:`~pyspark_kafka_txn.offsets.ORIGIN`,
+        so that a re-run of the batch reads the same range (see :meth:`partitions`).
+        """
         client = self._offsets()
+        first = ORIGIN not in start and self._initial is not None and start == self._initial
         begin = from_json_dict(start)
         current = client.topic_partitions()
         for tp in sorted(set(begin) - current):
@@ -434,9 +528,13 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
             del begin[tp]
         if self._available_now is not None:
             latest = {tp: o for tp, o in self._available_now.items() if tp in current}
+            # A target below the start (fixed before a "latest" start was resolved): nothing.
+            latest.update({tp: max(o, begin.get(tp, o)) for tp, o in latest.items()})
             latest.update({tp: o for tp, o in begin.items() if tp not in latest})
         else:
             latest = client.latest(current)
+            if self._stalls is not None:
+                self._stalls.observe(latest, client)
         self._latest = dict(latest)
         new = [tp for tp in latest if tp not in begin]
         if new:
@@ -445,8 +543,15 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
             from_offsets = {**begin, **earliest}
         else:
             from_offsets = begin
-        end = self._admit(limit, from_offsets, latest)
-        return to_json_dict(begin if end is None else end)
+        admitted = self._admit(limit, from_offsets, latest)
+        end = begin if admitted is None else admitted
+        if first:
+            # Spark runs the first batch even without new data, and a re-run of it gets a
+            # freshly resolved initial offset: keep the start this batch was planned with.
+            return with_origin(end, from_offsets)
+        if ORIGIN in start and end == from_json_dict(start):
+            return start  # nothing new: the same offset, so Spark plans no empty batch
+        return to_json_dict(end)
 
     def _admit(
         self,
@@ -476,22 +581,38 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
             return rate_limit(maximum, start, latest)
         return latest
 
-    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:  # noqa: N802
+    def reportLatestOffset(self) -> OffsetJson | None:  # noqa: N802 - Spark's API name
         """The uncapped LSO (or high watermark) seen by the last ``latestOffset`` call."""
         return None if self._latest is None else to_json_dict(self._latest)
 
-    def partitions(
-        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
-    ) -> Sequence[InputPartition]:
-        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition)."""
+    def partitions(self, start: OffsetJson, end: OffsetJson) -> Sequence[InputPartition]:
+        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition).
+
+        When ``end`` records an origin (the first micro-batch), the batch starts there,
+        not at ``start``: a re-run of a first batch whose commit was never written gets a
+        freshly resolved initial offset as ``start``, which differs from the original one
+        when new records arrived (``latest``), retention deleted records (``earliest``) or
+        partitions were added.
+        """
+        if start == end:
+            return []  # also Spark's probe on restart (setLatestSeenOffset)
+        origin = origin_of(end)
         begin = from_json_dict(start)
+        if origin is not None:
+            if origin != begin:
+                logger.info(
+                    "First micro-batch planned from its recorded start %s (Spark gave %s)",
+                    to_json_dict(origin),
+                    to_json_dict(begin),
+                )
+            begin = origin
         until = from_json_dict(end)
         new = [tp for tp in until if tp not in begin]
         if new:
             begin.update(self._offsets().earliest(new))
         return self._input_partitions(begin, until)
 
-    def commit(self, end: dict[str, dict[str, int]]) -> None:
+    def commit(self, end: OffsetJson) -> None:
         """Nothing to do: Spark's checkpoint owns the offsets; nothing is committed to Kafka."""
 
     def stop(self) -> None:

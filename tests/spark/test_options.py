@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from pyspark_kafka_txn.client.errors import ConfigError
-from pyspark_kafka_txn.offsets import OffsetRange, rate_limit, split_ranges
+from pyspark_kafka_txn.offsets import ORIGIN, OffsetRange, rate_limit, split_ranges
 from pyspark_kafka_txn.options import (
     Assign,
     GlobalTimestamp,
@@ -250,10 +250,14 @@ def test_stream_reader_admission_and_pickling(kafka: KafkaTarget) -> None:
     assert reader.getDefaultReadLimit() == ReadMaxRows(4)
     start = reader.initialOffset()
     assert start == {topic: {"0": 0, "1": 0}}
-    assert reader.latestOffset(start, ReadMaxRows(4)) == {topic: {"0": 2, "1": 2}}
+    # The first batch's end also records its start (ORIGIN).
+    assert reader.latestOffset(start, ReadMaxRows(4)) == {topic: {"0": 2, "1": 2}, ORIGIN: start}
     assert reader.reportLatestOffset() == {topic: {"0": 5, "1": 5}}
     # ReadAllAvailable (e.g. Trigger.Once) ignores maxOffsetsPerTrigger.
-    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 5, "1": 5}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {
+        topic: {"0": 5, "1": 5},
+        ORIGIN: start,
+    }
     parts = reader.partitions(start, {topic: {"0": 5, "1": 5}})
     assert parts == [KafkaInputPartition(topic, 0, 0, 5), KafkaInputPartition(topic, 1, 0, 5)]
     clone = pickle.loads(pickle.dumps(reader))
@@ -266,7 +270,10 @@ def test_stream_reader_admission_and_pickling(kafka: KafkaTarget) -> None:
     reader = source.streamReader(source.schema())
     assert reader.getDefaultReadLimit() == ReadMinRows(20)
     start = reader.initialOffset()
-    assert reader.latestOffset(start, ReadMinRows(20)) == {topic: {"0": 5, "1": 5}}  # first
+    assert reader.latestOffset(start, ReadMinRows(20)) == {  # first
+        topic: {"0": 5, "1": 5},
+        ORIGIN: start,
+    }
     later = {topic: {"0": 5, "1": 5}}
     committed_batches(bs, topic, [[(0, b"y")]])
     assert reader.latestOffset(later, ReadMinRows(20)) == later  # 2 new offsets < 20
@@ -358,7 +365,11 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     second = kafka.create_topic(partitions=2, prefix=prefix)
     committed_batches(bs, second, [[(0, b"b"), (1, b"c")]])
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert end == {first: {"0": 2}, second: {"0": 2, "1": 2}}
+    assert end == {
+        first: {"0": 2},
+        second: {"0": 2, "1": 2},
+        ORIGIN: {first: {"0": 2}, second: {"0": 0, "1": 0}},
+    }
     # The new topic's partitions are read from the beginning.
     parts = reader.partitions(start, end)
     assert parts == [KafkaInputPartition(second, 0, 0, 2), KafkaInputPartition(second, 1, 0, 2)]

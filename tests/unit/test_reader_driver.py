@@ -1,0 +1,399 @@
+"""The stream reader's driver side against the embedded cluster, without a SparkSession.
+
+* the first micro-batch's end records its start (``"@origin"``) and ``partitions`` plans
+  from it, whatever start Spark passes when it re-runs the batch;
+* ``lsoStallWarnMs``: a transaction left open pins the LSO; the planner warns once per
+  stall.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.offsets import ORIGIN, from_json_dict, origin_of, to_json_dict
+from pyspark_kafka_txn.options import TopicPartition, parse_reader_options
+from pyspark_kafka_txn.reader import (
+    KafkaBatchReader,
+    KafkaInputPartition,
+    KafkaStreamReader,
+    _consumer_config,
+    read_range,
+)
+from pyspark_kafka_txn.schema import spark_schema
+from pyspark_kafka_txn.source import KafkaTxnDataSource
+from tests.broker.clients import txn_producer, watermarks
+from tests.conftest import KafkaTarget
+from tests.spark.kafka_data import committed_batches, tid, wait_lso_at_hwm
+
+
+def stream_reader(bootstrap: str, topic: str | None, **options: str) -> KafkaStreamReader:
+    subscribe = {} if topic is None else {"subscribe": topic}
+    source = KafkaTxnDataSource({"kafka.bootstrap.servers": bootstrap, **subscribe, **options})
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, KafkaStreamReader)
+    return reader
+
+
+# --------------------------------------------------------------------------- origin
+
+
+def test_offset_json_with_and_without_origin() -> None:
+    a0, a1 = TopicPartition("a", 0), TopicPartition("a", 1)
+    plain = {"a": {"0": 5, "1": 7}}
+    assert from_json_dict(plain) == {a0: 5, a1: 7}  # offsets written before the origin key
+    assert origin_of(plain) is None
+    first = {"a": {"0": 5, "1": 7}, ORIGIN: {"a": {"0": 1, "1": 2}}}
+    assert from_json_dict(first) == {a0: 5, a1: 7}
+    assert origin_of(first) == {a0: 1, a1: 2}
+    assert to_json_dict(from_json_dict(first)) == plain
+
+
+def test_first_batch_is_planned_from_its_recorded_start(kafka: KafkaTarget) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2)
+    committed_batches(bs, topic, [[(0, b"a"), (1, b"b")]])  # per partition: 0 data, 1 marker
+    reader = stream_reader(bs, topic, startingOffsets="latest")
+    start = reader.initialOffset()
+    assert start == {topic: {"0": 2, "1": 2}}
+    committed_batches(bs, topic, [[(0, b"c"), (0, b"d")]])  # p0: 2, 3 data, 4 marker
+    assert reader.initialOffset() == start  # resolved once per reader
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {topic: {"0": 5, "1": 2}, ORIGIN: start}
+
+    # A restarted query's reader resolves "latest" afresh (5); the recorded start wins.
+    restarted = stream_reader(bs, topic, startingOffsets="latest")
+    fresh = restarted.initialOffset()
+    assert fresh == {topic: {"0": 5, "1": 2}}
+    assert restarted.partitions(fresh, end) == [KafkaInputPartition(topic, 0, 2, 5)]
+    assert restarted.partitions(end, end) == []  # Spark's probe on restart
+
+    # Only the first batch's end carries the origin; no new data keeps the offset as is
+    # (so Spark plans no empty batch); new data drops the origin.
+    assert restarted.latestOffset(end, ReadAllAvailable()) == end
+    committed_batches(bs, topic, [[(1, b"e")]])  # p1: 2 data, 3 marker
+    after = restarted.latestOffset(end, ReadAllAvailable())
+    assert after == {topic: {"0": 5, "1": 4}}
+    assert restarted.partitions(end, after) == [KafkaInputPartition(topic, 1, 2, 4)]
+
+
+def test_first_batch_origin_covers_delays_new_partitions_and_available_now(
+    kafka: KafkaTarget,
+) -> None:
+    bs = kafka.bootstrap_servers
+    prefix = f"origin-{time.time_ns()}"
+    first = kafka.create_topic(partitions=1, prefix=prefix)
+    committed_batches(bs, first, [[(0, b"a")]])
+    pattern = {"subscribePattern": f"{prefix}-.*", "startingOffsets": "latest"}
+
+    # A first batch delayed by minOffsetsPerTrigger still records its (empty) range.
+    delayed = stream_reader(bs, None, **pattern, minOffsetsPerTrigger="100")
+    start = delayed.initialOffset()
+    assert delayed.latestOffset(start, ReadMaxRows(100)) == {**start, ORIGIN: start}
+
+    # A partition discovered by the first latestOffset starts at its earliest offset, and
+    # that start is recorded too.
+    reader = stream_reader(bs, None, **pattern)
+    start = reader.initialOffset()
+    second = kafka.create_topic(partitions=1, prefix=prefix)
+    committed_batches(bs, second, [[(0, b"b")]])
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {first: {"0": 2}, second: {"0": 2}, ORIGIN: {first: {"0": 2}, second: {"0": 0}}}
+    assert reader.partitions(start, end) == [KafkaInputPartition(second, 0, 0, 2)]
+
+    # AvailableNow: a target fixed before a "latest" start was resolved never ends a
+    # batch before its start.
+    now = stream_reader(bs, None, **pattern)
+    now.prepareForTriggerAvailableNow()  # target: first 2, second 2
+    committed_batches(bs, first, [[(0, b"c")]])  # first: 2 data, 3 marker
+    start = now.initialOffset()
+    assert start == {first: {"0": 4}, second: {"0": 2}}
+    end = now.latestOffset(start, ReadAllAvailable())
+    assert end == {**start, ORIGIN: start}
+    assert now.partitions(start, end) == []
+
+
+# --------------------------------------------------------------------------- LSO stalls
+
+
+def _stall_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "last stable offset" in r.getMessage()
+    ]
+
+
+def test_pinned_lso_is_warned_once_per_stall(
+    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2)
+    committed_batches(bs, topic, [[(0, b"a"), (1, b"b")]])  # per partition: 0 data, 1 marker
+    holder = txn_producer(bs, tid(), **{"transaction.timeout.ms": 600_000})
+    holder.begin_transaction()
+    holder.produce(topic, value=b"open", partition=0)  # p0: offset 2, open
+    holder.flush(10)
+    committed_batches(bs, topic, [[(0, b"late")]])  # p0: 3 data, 4 marker (held back)
+    assert watermarks(bs, topic, 0, "read_committed")[1] == 2
+    assert watermarks(bs, topic, 0, "read_uncommitted")[1] == 5
+
+    reader = stream_reader(bs, topic, startingOffsets="earliest", lsoStallWarnMs="300")
+    start = reader.initialOffset()
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_txn.reader")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end[topic] == {"0": 2, "1": 2}
+    assert _stall_warnings(caplog) == []  # the LSO was only seen once
+    time.sleep(0.4)
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
+    [warning] = _stall_warnings(caplog)
+    assert f"Partition {topic}-0:" in warning
+    assert "offset (LSO) 2 has not advanced for" in warning
+    assert "high watermark is 5" in warning
+    assert "lsoStallWarnMs=300" in warning
+    stalled_s = float(warning.split("for ")[1].split(" s")[0])
+    assert 0.3 <= stalled_s < 5
+    time.sleep(0.4)
+    reader.latestOffset(end, ReadAllAvailable())
+    assert len(_stall_warnings(caplog)) == 1  # once per stall; partition 1 never
+
+    # The transaction commits: the LSO moves and the stall is over.
+    holder.commit_transaction(10)
+    wait_lso_at_hwm(bs, topic, 2)
+    later = reader.latestOffset(end, ReadAllAvailable())
+    assert later == {topic: {"0": 6, "1": 2}}
+    # A new open transaction is a new stall, warned about again.
+    holder.begin_transaction()
+    holder.produce(topic, value=b"open-again", partition=0)  # p0: 6
+    holder.flush(10)
+    assert reader.latestOffset(later, ReadAllAvailable()) == later
+    time.sleep(0.4)
+    reader.latestOffset(later, ReadAllAvailable())
+    assert len(_stall_warnings(caplog)) == 2
+    assert "offset (LSO) 6 has not advanced" in _stall_warnings(caplog)[1]
+    holder.abort_transaction(10)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"kafka.isolation.level": "read_uncommitted"}, {"lsoStallWarnMs": "0"}],
+    ids=["read_uncommitted", "disabled"],
+)
+def test_no_stall_check(
+    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture, options: dict[str, str]
+) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1)
+    holder = txn_producer(bs, tid())
+    holder.begin_transaction()
+    holder.produce(topic, value=b"open", partition=0)
+    holder.flush(10)
+    reader = stream_reader(bs, topic, startingOffsets="earliest", **options)
+    assert reader._stalls is None  # no high-watermark look-ups at all
+    start = reader.initialOffset()
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_txn.reader")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    time.sleep(0.1)
+    reader.latestOffset(end, ReadAllAvailable())
+    assert _stall_warnings(caplog) == []
+    holder.abort_transaction(10)
+
+
+def test_lso_stall_option_is_validated() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert parse_reader_options(base, streaming=True).lso_stall_warn_ms == 60_000
+    assert parse_reader_options({**base, "LSOSTALLWARNMS": "5"}, streaming=True).lso_stall_warn_ms
+    for bad in ("-1", "1m", ""):
+        with pytest.raises(ConfigError, match="lsoStallWarnMs"):
+            parse_reader_options({**base, "lsoStallWarnMs": bad}, streaming=True)
+
+
+# --------------------------------------------------------------------------- option effects
+
+
+def batch_partitions(bootstrap: str, **options: str) -> list[tuple[int, int, int]]:
+    source = KafkaTxnDataSource({"kafka.bootstrap.servers": bootstrap, **options})
+    reader = source.reader(source.schema())
+    assert isinstance(reader, KafkaBatchReader)
+    parts = reader.partitions()
+    assert all(isinstance(p, KafkaInputPartition) for p in parts)
+    return [(p.partition, p.start, p.end) for p in parts if isinstance(p, KafkaInputPartition)]
+
+
+@pytest.fixture(scope="module")
+def five_per_partition(kafka: KafkaTarget) -> tuple[str, int]:
+    """A 2-partition topic: per partition offsets 0-3 data, 4 commit marker.
+
+    Returns the topic and a timestamp (ms) between the records of offsets 1 and 2.
+    """
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2)
+    producer = txn_producer(bs, tid())
+    producer.begin_transaction()
+    cut = 0
+    for i in range(4):
+        if i == 2:
+            time.sleep(0.05)
+            cut = int(time.time() * 1000)
+            time.sleep(0.05)
+        for p in (0, 1):
+            producer.produce(topic, value=f"v{p}-{i}".encode(), partition=p)
+    producer.commit_transaction(10)
+    wait_lso_at_hwm(bs, topic, 2)
+    return topic, cut
+
+
+def test_assign_plans_only_the_assigned_partitions(
+    kafka: KafkaTarget, five_per_partition: tuple[str, int]
+) -> None:
+    topic, _ = five_per_partition
+    assigned = batch_partitions(kafka.bootstrap_servers, assign=f'{{"{topic}":[1]}}')
+    assert assigned == [(1, 0, 5)]
+    assert batch_partitions(kafka.bootstrap_servers, subscribe=topic) == [(0, 0, 5), (1, 0, 5)]
+
+
+def test_max_records_per_partition_and_min_partitions_split_tasks(
+    kafka: KafkaTarget, five_per_partition: tuple[str, int]
+) -> None:
+    topic, _ = five_per_partition
+    bs = kafka.bootstrap_servers
+    assert batch_partitions(bs, subscribe=topic, maxRecordsPerPartition="2") == [
+        (0, 0, 1),
+        (0, 1, 3),
+        (0, 3, 5),
+        (1, 0, 1),
+        (1, 1, 3),
+        (1, 3, 5),
+    ]
+    split = batch_partitions(bs, subscribe=topic, minPartitions="4")
+    assert len(split) == 4
+    for p in (0, 1):  # each partition's pieces still cover [0, 5) exactly
+        pieces = sorted((s, e) for q, s, e in split if q == p)
+        assert pieces[0][0] == 0 and pieces[-1][1] == 5
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    assert batch_partitions(bs, subscribe=topic, minPartitions="2") == [(0, 0, 5), (1, 0, 5)]
+
+
+def test_timestamp_bounds(kafka: KafkaTarget, five_per_partition: tuple[str, int]) -> None:
+    topic, cut = five_per_partition
+    bs = kafka.bootstrap_servers
+    # endingTimestamp: each partition ends at its first offset with a timestamp >= cut.
+    assert batch_partitions(bs, subscribe=topic, endingTimestamp=str(cut)) == [
+        (0, 0, 2),
+        (1, 0, 2),
+    ]
+    by_partition = f'{{"{topic}":{{"0":{cut},"1":{cut + 3_600_000}}}}}'
+    # A timestamp no record reaches means latest for an end bound.
+    assert batch_partitions(bs, subscribe=topic, endingOffsetsByTimestamp=by_partition) == [
+        (0, 0, 2),
+        (1, 0, 5),
+    ]
+    # startingOffsetsByTimestamp resolves per partition; with strategy=latest a timestamp
+    # no record reaches starts at the end (nothing to read); with the default it fails.
+    assert batch_partitions(
+        bs,
+        subscribe=topic,
+        startingOffsetsByTimestamp=by_partition,
+        startingOffsetsByTimestampStrategy="latest",
+    ) == [(0, 2, 5)]
+    with pytest.raises(ConfigError, match="startingOffsetsByTimestamp"):
+        batch_partitions(bs, subscribe=topic, startingOffsetsByTimestamp=by_partition)
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["failOnDataLoss", "skip"])
+def test_poll_timeout_bounds_a_range_that_cannot_finish(
+    kafka: KafkaTarget, five_per_partition: tuple[str, int], fail: bool
+) -> None:
+    topic, _ = five_per_partition
+    options = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": kafka.bootstrap_servers,
+            "subscribe": topic,
+            "kafkaConsumer.pollTimeoutMs": "500",
+            "failOnDataLoss": str(fail).lower(),
+        },
+        streaming=False,
+    )
+    began = time.monotonic()
+    beyond = KafkaInputPartition(topic, 0, 3, 9)  # the log ends at 5
+    if fail:
+        with pytest.raises(TimeoutError, match=r"kafkaConsumer\.pollTimeoutMs"):
+            list(read_range(options, beyond, group_id="g"))
+    else:
+        batches = list(read_range(options, beyond, group_id="g"))
+        assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v0-3"]
+    assert 0.5 <= time.monotonic() - began < 5
+
+
+def test_fetch_offset_retries(kafka: KafkaTarget, five_per_partition: tuple[str, int]) -> None:
+    topic, _ = five_per_partition
+    bs = kafka.bootstrap_servers
+    embedded = kafka.require_embedded()
+    retry = {"subscribe": topic, "fetchOffset.retryIntervalMs": "300"}
+    try:
+        # Two failed ListOffsets rounds, three attempts allowed: success after 2 pauses.
+        embedded.fail_requests("ListOffsets", "TOPIC_AUTHORIZATION_FAILED", count=2)
+        began = time.monotonic()
+        assert batch_partitions(bs, **retry, **{"fetchOffset.numRetries": "2"}) == [
+            (0, 0, 5),
+            (1, 0, 5),
+        ]
+        assert time.monotonic() - began >= 0.6
+        # One retry is not enough for two failures.
+        embedded.fail_requests("ListOffsets", "TOPIC_AUTHORIZATION_FAILED", count=2)
+        with pytest.raises(
+            KafkaTxnError, match=r"after 2 attempt\(s\) \(fetchOffset\.numRetries=1\)"
+        ):
+            batch_partitions(bs, **retry, **{"fetchOffset.numRetries": "1"})
+    finally:
+        embedded.clear_faults()
+
+
+def test_group_id_and_kafka_settings_reach_the_consumer(kafka: KafkaTarget) -> None:
+    topic = kafka.create_topic(partitions=1)
+    partition = KafkaInputPartition(topic, 0, 0, 10)
+    base = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic}
+
+    def executor_config(**options: str) -> dict[str, str | int | float | bool]:
+        reader = KafkaTxnDataSource({**base, **options}).streamReader(spark_schema(False))
+        assert isinstance(reader, KafkaStreamReader)
+        return _consumer_config(reader.options, partition, reader._executor_group_id)
+
+    generated = executor_config(groupIdPrefix="my-prefix")["group.id"]
+    assert isinstance(generated, str) and generated.startswith("my-prefix-")
+    assert generated.endswith("-executor")
+    default = executor_config()["group.id"]
+    assert isinstance(default, str) and default.startswith("spark-kafka-source-")
+    assert default != executor_config()["group.id"]  # one id per query
+    assert executor_config(**{"kafka.group.id": "fixed"})["group.id"] == "fixed"
+
+    config = executor_config(
+        **{
+            "kafka.fetch.max.bytes": "1048576",
+            "kafka.receive.buffer.bytes": "65536",
+            "kafka.queued.min.messages": "7",
+            "kafka.client.id": "mine",
+        }
+    )
+    assert config["fetch.max.bytes"] == "1048576"
+    assert config["socket.receive.buffer.bytes"] == "65536"  # Java name translated
+    assert config["queued.min.messages"] == "7"  # wins over the reader's own default
+    assert config["client.id"] == "mine"
+    assert config["isolation.level"] == "read_committed"
+    # The driver's admin client gets connection settings, not consumer tuning.
+    admin = parse_reader_options(
+        {**base, "kafka.fetch.max.bytes": "1048576", "kafka.client.id": "mine"}, streaming=True
+    ).admin_config()
+    assert "fetch.max.bytes" not in admin and admin["client.id"] == "mine"
+    # And a consumer built from it reads: librdkafka accepted every setting.
+    committed_batches(kafka.bootstrap_servers, topic, [[(0, b"x")]])
+    options = parse_reader_options(
+        {**base, "kafka.fetch.max.bytes": "1048576", "kafka.group.id": "fixed"}, streaming=False
+    )
+    rows = list(read_range(options, KafkaInputPartition(topic, 0, 0, 2), group_id="g"))
+    assert [v for b in rows for v in b.column("value").to_pylist()] == [b"x"]

@@ -38,6 +38,7 @@ CASES = [
         },
         "kafka.sasl.jaas.config",
     ),
+    ({"lsoStallWarnMs": "-5"}, "lsoStallWarnMs"),
 ]
 
 

@@ -8,6 +8,10 @@ from pathlib import Path
 from pyspark_kafka_txn.embedded.security import ListenerSecurity
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
+# Kafka 4.x defaults of log.message.timestamp.before.max.ms (Long.MAX_VALUE) and
+# log.message.timestamp.after.max.ms (one hour since 4.0, KIP-1030).
+DEFAULT_TIMESTAMP_BEFORE_MAX_MS = 2**63 - 1
+DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +54,11 @@ class ClusterConfig:
         works here must create its topics, so it also works on clusters that forbid it.
     security
         Listener security (TLS and/or SASL); plaintext by default.
+    log_message_timestamp_before_max_ms, log_message_timestamp_after_max_ms
+        ``log.message.timestamp.before.max.ms`` (default Long.MAX_VALUE: no bound) and
+        ``log.message.timestamp.after.max.ms`` (default one hour, Kafka 4.0+, KIP-1030):
+        on CreateTime topics a record timestamp outside ``[now - before, now + after]``
+        fails its batch with INVALID_TIMESTAMP.
     """
 
     brokers: int = 1
@@ -69,11 +78,17 @@ class ClusterConfig:
     auto_create_topics: bool = False
     cluster_id: str = "pyspark-kafka-txn-embedded"
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
+    log_message_timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
+    log_message_timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {self.brokers}")
         if self.transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, got {self.transaction_version}")
+        if self.log_message_timestamp_before_max_ms < 0:
+            raise ValueError("log_message_timestamp_before_max_ms must be >= 0")
+        if self.log_message_timestamp_after_max_ms < 0:
+            raise ValueError("log_message_timestamp_after_max_ms must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")

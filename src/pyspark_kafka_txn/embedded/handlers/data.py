@@ -16,7 +16,7 @@ from pyspark_kafka_txn.embedded.records import (
     ATTR_TRANSACTIONAL,
     CRC_START,
     RecordError,
-    validate_client_batches,
+    prepare_client_batch,
 )
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS = 0, 1, 2, 21
@@ -78,7 +78,9 @@ def produce(ctx: Context, req: Any) -> Any:
     Behaviour (Kafka's ``handleProduceRequest`` order): transactional batches without a
     transactional id fail the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
     invalid ``acks`` gives INVALID_REQUIRED_ACKS; per partition: unknown partition,
-    not-leader, batch validation (one v2 batch, CRC-32C, counts, size), one producer id
+    not-leader, batch validation (one v2 batch, CRC-32C, counts, size, then every record:
+    structure, offset deltas, timestamps, null keys on compacted topics, with the failing
+    records in ``record_errors`` from v8), one producer id
     per request for transactional data, KIP-890 verification of a first transactional
     write (v12 adds the partition implicitly), then idempotence checks (duplicates
     acknowledged with their original offset). ``acks=0`` sends no response and closes
@@ -101,14 +103,22 @@ def produce(ctx: Context, req: Any) -> Any:
         parts = []
         for pdata in topic.partition_data:
             code, message, base, append_time, log = whole_error, None, -1, -1, None
+            record_errors: tuple[tuple[int, str], ...] = ()
             if code is ErrorCode.none:
                 code, log = _leader_error(ctx, topic.name, pdata.index)
             if code is ErrorCode.none and log is not None:
                 topic_state = cluster.topics[topic.name]
                 max_bytes = int(topic_state.config_value("max.message.bytes"))
                 try:
-                    header = validate_client_batches(
-                        pdata.records or b"", max_message_bytes=max_bytes, api_version=ctx.version
+                    header, records = prepare_client_batch(
+                        bytes(pdata.records or b""),
+                        max_message_bytes=max_bytes,
+                        api_version=ctx.version,
+                        now_ms=now,
+                        log_append_time=log.log_append_time,
+                        compacted="compact" in topic_state.config_value("cleanup.policy"),
+                        timestamp_before_max_ms=cluster.config.log_message_timestamp_before_max_ms,
+                        timestamp_after_max_ms=cluster.config.log_message_timestamp_after_max_ms,
                     )
                     verified = False
                     if header.is_transactional:
@@ -128,12 +138,10 @@ def produce(ctx: Context, req: Any) -> Any:
                             if vcode is not ErrorCode.none:
                                 raise RecordError(vcode, "transaction verification failed")
                             verified = True
-                    result = log.append_client_batch(
-                        header, pdata.records, now_ms=now, verified=verified
-                    )
+                    result = log.append_client_batch(header, records, now_ms=now, verified=verified)
                     base, append_time = result.base_offset, result.log_append_time
                 except RecordError as exc:
-                    code, message = exc.code, str(exc)
+                    code, message, record_errors = exc.code, str(exc), exc.record_errors
             failed = failed or code is not ErrorCode.none
             parts.append(
                 _produce_partition(
@@ -144,6 +152,7 @@ def produce(ctx: Context, req: Any) -> Any:
                     log_append_time_ms=append_time,
                     log_start_offset=log.log_start_offset if log is not None else -1,
                     message=message,
+                    record_errors=record_errors,
                 )
             )
         topics.append(_produce_topic(mod, topic.name, parts))
@@ -162,8 +171,16 @@ def _produce_partition(
     log_append_time_ms: int = -1,
     log_start_offset: int = -1,
     message: str | None = None,
+    record_errors: tuple[tuple[int, str], ...] = (),
 ) -> Any:
-    """One partition of a Produce response (-1 / null where there is no value)."""
+    """One partition of a Produce response (-1 / null where there is no value);
+    ``record_errors`` are ``(batch index, message)`` pairs (v8+)."""
+    errors = ()
+    if record_errors and hasattr(mod, "BatchIndexAndErrorMessage"):
+        errors = tuple(
+            build(mod.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=text)
+            for i, text in record_errors
+        )
     return build(
         mod.PartitionProduceResponse,
         index=index,
@@ -175,7 +192,7 @@ def _produce_partition(
             else None
         ),
         log_start_offset=log_start_offset,
-        record_errors=(),
+        record_errors=errors,
         error_message=message,
     )
 

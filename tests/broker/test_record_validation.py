@@ -1,0 +1,211 @@
+"""The broker parses every record of a produced batch and rejects malformed ones.
+
+Malformed batches go over TCP in raw Produce requests; the tests check the error code,
+Produce v8+ ``record_errors``/``error_message``, that nothing became visible to a
+librdkafka consumer, and that the same idempotent producer's next (valid) batch with
+the same sequence number is appended. librdkafka's own far-future timestamps come
+back as INVALID_TIMESTAMP delivery reports.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
+
+from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from tests.broker.clients import consume_all, raw_request, watermarks
+from tests.conftest import KafkaTarget
+from tests.unit.test_record_validation import Rec, make_batch, many
+
+HOUR = 3_600_000
+
+
+def _address(kafka: KafkaTarget) -> tuple[str, int]:
+    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
+def _producer_id(address: tuple[str, int]) -> int:
+    body = init_producer_id_v4.InitProducerIdRequest(
+        transactional_id=None,
+        transaction_timeout=init_producer_id_v4.i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=init_producer_id_v4.ProducerId(-1),
+        producer_epoch=init_producer_id_v4.i16(-1),
+    )
+    response = raw_request(address, 22, 4, body)
+    assert response.error_code is ErrorCode.none
+    return int(response.producer_id)
+
+
+def _produce(address: tuple[str, int], topic: str, data: bytes, version: int) -> Any:
+    mod = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    body = mod.ProduceRequest(
+        transactional_id=None,
+        acks=mod.i16(-1),
+        timeout=mod.i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(
+            mod.TopicProduceData(
+                name=mod.TopicName(topic),
+                partition_data=(mod.PartitionProduceData(index=mod.i32(0), records=data),),
+            ),
+        ),
+    )
+    return raw_request(address, 0, version, body).responses[0].partition_responses[0]
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _future(pid: int, now: int) -> bytes:
+    recs = many(4)
+    recs[2].ts_delta = 2 * HOUR
+    return make_batch(recs, base_ts=now, producer_id=pid)
+
+
+def _bad_offset(pid: int, now: int) -> bytes:
+    recs = many(4)
+    recs[1].offset_delta = 2
+    return make_batch(recs, base_ts=now, producer_id=pid)
+
+
+def _null_header_key(pid: int, now: int) -> bytes:
+    recs = many(3)
+    recs[2].headers = [(None, b"x")]
+    return make_batch(recs, base_ts=now, producer_id=pid)
+
+
+def _short_count(pid: int, now: int) -> bytes:
+    return make_batch(many(9), count=10, base_ts=now, producer_id=pid)
+
+
+def _overrun(pid: int, now: int) -> bytes:
+    recs = many(600)  # enough records for the vectorised path
+    recs[599].length_adjust = 4
+    return make_batch(recs, base_ts=now, producer_id=pid)
+
+
+# name -> (batch builder, expected code, expected record_errors indexes, Kafka rejects it too)
+CASES = {
+    "future-timestamp": (_future, ErrorCode.invalid_timestamp, [2], True),
+    "offset-delta": (_bad_offset, ErrorCode.invalid_record, [1], False),
+    "null-header-key": (_null_header_key, ErrorCode.invalid_record, [2], True),
+    "count-mismatch": (_short_count, ErrorCode.invalid_record, [9], True),
+    "record-overrun": (_overrun, ErrorCode.invalid_record, [599], True),
+}
+
+
+@pytest.mark.parametrize("version", [7, 9, 12])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rejected_batch_leaves_no_trace(kafka: KafkaTarget, case: str, version: int) -> None:
+    build, code, indexes, kafka_too = CASES[case]
+    if not kafka_too:
+        kafka.require_embedded()  # stricter than Kafka, which accepts this batch
+    topic = kafka.create_topic(1)
+    address = _address(kafka)
+    pid = _producer_id(address)
+    part = _produce(address, topic, build(pid, _now()), version)
+    assert part.error_code is code
+    assert part.base_offset == -1
+    # Kafka lists records in record_errors only for LogValidator's per-record checks;
+    # the broker also names the record for structural errors.
+    if version >= 8 and (kafka.embedded is not None or code is ErrorCode.invalid_timestamp):
+        assert [e.batch_index for e in part.record_errors] == indexes
+        assert all(e.batch_index_error_message for e in part.record_errors)
+        assert part.error_message
+    assert watermarks(kafka.bootstrap_servers, topic, 0, "read_uncommitted") == (0, 0)
+    # The producer's sequence state did not move: sequence 0 is still the next one.
+    valid = make_batch([Rec(value=b"ok")], base_ts=_now(), producer_id=pid)
+    part = _produce(address, topic, valid, version)
+    assert part.error_code is ErrorCode.none
+    assert part.base_offset == 0
+    assert consume_all(kafka.bootstrap_servers, topic, 1) == [(0, 0, b"ok")]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_undecompressable_payload_is_corrupt_message(kafka: KafkaTarget, codec: int) -> None:
+    topic = kafka.create_topic(1)
+    address = _address(kafka)
+    pid = _producer_id(address)
+    garbage = make_batch(many(3), codec=codec, payload=b"\x13garbage" * 5, producer_id=pid)
+    part = _produce(address, topic, garbage, 9)
+    assert part.error_code is ErrorCode.corrupt_message
+    assert part.record_errors == ()
+    assert watermarks(kafka.bootstrap_servers, topic, 0, "read_uncommitted") == (0, 0)
+    valid = make_batch(many(2), codec=codec, base_ts=_now(), producer_id=pid)
+    part = _produce(address, topic, valid, 9)
+    assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
+    assert [v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 1)] == [
+        bytes([0]) * 20,
+        bytes([1]) * 20,
+    ]
+
+
+def test_compacted_topic_lists_every_null_key(kafka: KafkaTarget) -> None:
+    topic = kafka.create_topic(1, **{"cleanup.policy": "compact"})
+    address = _address(kafka)
+    recs = [Rec(key=b"k", value=b"v") for _ in range(4)]
+    recs[0].key = None
+    recs[3].key = None
+    part = _produce(
+        address, topic, make_batch(recs, base_ts=_now(), producer_id=-1, base_sequence=-1), 9
+    )
+    assert part.error_code is ErrorCode.invalid_record
+    assert [e.batch_index for e in part.record_errors] == [0, 3]
+    assert "2 record errors" in part.error_message
+    assert watermarks(kafka.bootstrap_servers, topic, 0, "read_uncommitted") == (0, 0)
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_librdkafka_far_future_timestamp(kafka: KafkaTarget, idempotent: bool) -> None:
+    topic = kafka.create_topic(1)
+    reports: list[tuple[int | None, bytes | None]] = []
+
+    def report(err: KafkaError | None, msg: Any) -> None:
+        reports.append((None if err is None else err.code(), msg.value()))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "enable.idempotence": idempotent,
+            "linger.ms": 0,
+        }
+    )
+    now = _now()
+    producer.produce(topic, b"before", timestamp=now, on_delivery=report)
+    assert producer.flush(10) == 0
+    producer.produce(topic, b"future", timestamp=now + 2 * HOUR, on_delivery=report)
+    assert producer.flush(10) == 0
+    producer.produce(topic, b"after", timestamp=now + HOUR // 2, on_delivery=report)
+    assert producer.flush(10) == 0
+    assert reports == [
+        (None, b"before"),
+        (KafkaError.INVALID_TIMESTAMP, b"future"),
+        (None, b"after"),
+    ]
+    assert consume_all(kafka.bootstrap_servers, topic, 1) == [(0, 0, b"before"), (0, 1, b"after")]
+
+
+def test_timestamp_bounds_follow_cluster_config() -> None:
+    from pyspark_kafka_txn.embedded import EmbeddedKafka
+
+    with EmbeddedKafka(
+        log_message_timestamp_before_max_ms=60_000, log_message_timestamp_after_max_ms=1_000
+    ) as embedded:
+        embedded.create_topic("bounds", 1)
+        host, port = embedded.bootstrap_servers.rsplit(":", 1)
+        address = (host, int(port))
+        now = _now()
+        for base_ts, code in (
+            (now - 120_000, ErrorCode.invalid_timestamp),
+            (now + 60_000, ErrorCode.invalid_timestamp),
+            (now, ErrorCode.none),
+        ):
+            batch = make_batch([Rec()], base_ts=base_ts, producer_id=-1, base_sequence=-1)
+            assert _produce(address, "bounds", batch, 9).error_code is code

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -37,6 +39,11 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     other = trustme.CA()
     files["wrong_ca"] = root / "wrong-ca.pem"
     other.cert_pem.write_to_path(str(files["wrong_ca"]))
+    # Client certificates (key and chain in one PEM): one the brokers trust, one they do not.
+    files["client"], files["stranger"] = root / "client.pem", root / "stranger.pem"
+    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
+    stranger = other.issue_cert("client").private_key_and_cert_chain_pem
+    stranger.write_to_path(str(files["stranger"]))
     return files
 
 
@@ -54,6 +61,19 @@ def sasl_ssl_kafka(tls_files: dict[str, Path]) -> Iterator[EmbeddedKafka]:
         users=USERS,
         ssl_certfile=tls_files["cert"],
         ssl_keyfile=tls_files["key"],
+    )
+    with EmbeddedKafka(security=security) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="module")
+def mtls_kafka(tls_files: dict[str, Path]) -> Iterator[EmbeddedKafka]:
+    security = ListenerSecurity(
+        protocol="SSL",
+        ssl_certfile=tls_files["cert"],
+        ssl_keyfile=tls_files["key"],
+        ssl_cafile=tls_files["ca"],
+        ssl_client_auth=True,
     )
     with EmbeddedKafka(security=security) as kafka:
         yield kafka
@@ -217,3 +237,101 @@ def test_sasl_ssl_with_librdkafka_and_aiokafka(
     untrusting = AdminClient({**conf, "ssl.ca.location": str(tls_files["wrong_ca"])})
     with pytest.raises(KafkaException):
         untrusting.list_topics(timeout=5)
+
+
+# --- client certificates (ssl.client.auth=required) ------------------------------------
+
+# What OpenSSL answers a client certificate it rejects with (Kafka's SSLEngine sends an
+# alert too): TLS 1.3 has certificate_required for a missing one; TLS 1.2 only
+# handshake_failure; a chain from another CA is unknown_ca in both.
+_REJECTIONS = [
+    (ssl.TLSVersion.TLSv1_3, None, "TLSV13_ALERT_CERTIFICATE_REQUIRED"),
+    (ssl.TLSVersion.TLSv1_3, "stranger", "TLSV1_ALERT_UNKNOWN_CA"),
+    (ssl.TLSVersion.TLSv1_2, None, "SSLV3_ALERT_HANDSHAKE_FAILURE"),
+    (ssl.TLSVersion.TLSv1_2, "stranger", "TLSV1_ALERT_UNKNOWN_CA"),
+]
+
+
+@pytest.mark.parametrize(
+    ("version", "cert", "alert"),
+    _REJECTIONS,
+    ids=["tls13-no-cert", "tls13-other-ca", "tls12-no-cert", "tls12-other-ca"],
+)
+def test_rejected_client_certificate_gets_a_tls_alert(
+    mtls_kafka: EmbeddedKafka,
+    tls_files: dict[str, Path],
+    caplog: pytest.LogCaptureFixture,
+    version: ssl.TLSVersion,
+    cert: str | None,
+    alert: str,
+) -> None:
+    caplog.set_level(logging.INFO, logger="pyspark_kafka_txn.embedded.server")
+    context = ssl.create_default_context(cafile=str(tls_files["ca"]))
+    context.minimum_version = context.maximum_version = version
+    if cert is not None:
+        context.load_cert_chain(str(tls_files[cert]))
+    host, port = mtls_kafka.bootstrap_servers.split(":")
+    raw = socket.create_connection((host, int(port)), timeout=5)
+    local = raw.getsockname()
+    # TLS 1.2 fails in the handshake; with TLS 1.3 the client has finished its part
+    # before the broker checks the certificate, so the alert ends the first read.
+    with (
+        raw,
+        pytest.raises(ssl.SSLError) as info,
+        context.wrap_socket(raw, server_hostname=host) as sock,
+    ):
+        sock.sendall(struct.pack(">i", 0))
+        sock.recv(4)
+    assert info.value.reason == alert, info.value
+    # The broker logs the rejection with the peer address and the reason.
+    expected = f"closing connection from {local[0]}:{local[1]}: TLS handshake failed"
+    deadline = time.monotonic() + 2
+    while not any(expected in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, caplog.text
+        time.sleep(0.02)
+    (record,) = [r for r in caplog.records if expected in r.getMessage()]
+    assert record.levelno == logging.INFO
+    reason = "PEER_DID_NOT_RETURN_A_CERTIFICATE" if cert is None else "CERTIFICATE_VERIFY_FAILED"
+    assert reason in record.getMessage()
+
+
+def _first_alert_within(conf: dict[str, str], seconds: float) -> tuple[KafkaError, float]:
+    """librdkafka's first error_cb error that carries a TLS alert, and when it came."""
+    errors: list[KafkaError] = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    started = time.monotonic()
+    while True:
+        alerts = [e for e in errors if "alert" in e.str()]
+        if alerts:
+            return alerts[0], time.monotonic() - started
+        assert time.monotonic() - started < seconds, [e.str() for e in errors]
+        producer.poll(0.1)
+
+
+@pytest.mark.parametrize(
+    ("cert", "alert"),
+    [(None, "alert certificate required"), ("stranger", "alert unknown ca")],
+    ids=["no-cert", "other-ca"],
+)
+def test_librdkafka_reports_rejected_client_certificate(
+    mtls_kafka: EmbeddedKafka, tls_files: dict[str, Path], cert: str | None, alert: str
+) -> None:
+    conf = {
+        "bootstrap.servers": mtls_kafka.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(tls_files["ca"]),
+    }
+    if cert is not None:
+        pem = str(tls_files[cert])
+        conf |= {"ssl.certificate.location": pem, "ssl.key.location": pem}
+    error, elapsed = _first_alert_within(conf, 5)
+    # With TLS 1.3 librdkafka's handshake is done when the alert comes, so it reports the
+    # alert as a receive failure (_TRANSPORT), as against Kafka; in a TLS 1.2 handshake, _SSL.
+    assert error.code() in (KafkaError._TRANSPORT, KafkaError._SSL), error.str()
+    assert alert in error.str() and "SSL alert number" in error.str(), error.str()
+    assert elapsed < 5
+    # The certificate the brokers trust is accepted on the same listener.
+    pem = str(tls_files["client"])
+    trusted = {"ssl.certificate.location": pem, "ssl.key.location": pem}
+    metadata = AdminClient({**conf, **trusted}).list_topics(timeout=10)
+    assert set(metadata.brokers) == {0}

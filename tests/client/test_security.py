@@ -311,6 +311,41 @@ def test_ssl_client_certificate_required(mtls_kafka: EmbeddedKafka, tls: dict[st
         assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize(
+    ("keystore", "expected"),
+    [
+        (None, "the broker sent the TLS alert TLSV13_ALERT_CERTIFICATE_REQUIRED"),
+        ("stranger", "the broker sent the TLS alert TLSV1_ALERT_UNKNOWN_CA"),
+        ("untrusting", r"CERTIFICATE_VERIFY_FAILED: .* \(the broker's certificate is not trusted"),
+    ],
+    ids=["no-client-cert", "client-cert-from-other-ca", "broker-cert-not-trusted"],
+)
+def test_tls_handshake_rejection_names_the_reason(
+    mtls_kafka: EmbeddedKafka, tls: dict[str, str], keystore: str | None, expected: str
+) -> None:
+    bootstrap = mtls_kafka.bootstrap_servers
+    security = SecurityConfig(protocol="SSL", ca_file=tls["ca"])
+    if keystore == "stranger":
+        security = dataclasses.replace(security, cert_file=tls["stranger"])
+    elif keystore == "untrusting":  # a good client certificate, but the wrong CA
+        security = SecurityConfig(protocol="SSL", ca_file=tls["wrong_ca"], cert_file=tls["client"])
+    config = ProducerConfig(
+        bootstrap, "never-connected", delivery_timeout_ms=10_000, security=security
+    )
+    started = time.monotonic()
+    with TransactionalProducer(config) as producer, pytest.raises(AuthenticationError) as info:
+        producer.init_transactions()
+    with (
+        pytest.raises(AuthenticationError, match=expected),
+        ClusterClient(bootstrap, config.connection_config()) as cluster,
+    ):
+        cluster.topic("anything")
+    assert time.monotonic() - started < 5  # two clients, neither retried
+    assert re.search(
+        f"TLS handshake with {re.escape(bootstrap)} failed: {expected}", str(info.value)
+    )
+
+
 # SaslAuthenticate's SASL_AUTHENTICATION_FAILED, with either of Kafka's messages.
 _REFUSED = r"SASL \S+ authentication to \S+ failed: .*(invalid credentials|Invalid username)"
 

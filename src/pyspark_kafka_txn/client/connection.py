@@ -62,6 +62,19 @@ _WRITERS: dict[type[Any], Any] = {}
 _FIELDS: dict[type[Any], frozenset[str]] = {}
 
 
+def _tls_failure(exc: ssl.SSLError) -> str:
+    """What a failed TLS handshake says: the broker's alert or the certificate problem."""
+    reason = exc.reason or str(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"{reason}: {exc.verify_message} (the broker's certificate is not trusted)"
+    if "_ALERT_" in reason:  # e.g. TLSV13_ALERT_CERTIFICATE_REQUIRED, TLSV1_ALERT_UNKNOWN_CA
+        hint = ""
+        if "CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "HANDSHAKE_FAILURE" in reason:
+            hint = " (client certificate missing or not trusted by the broker?)"
+        return f"the broker sent the TLS alert {reason}{hint}"
+    return reason
+
+
 def _reader(cls: type[Any]) -> Any:
     reader = _READERS.get(cls)
     if reader is None:
@@ -194,7 +207,7 @@ class Connection:
                 raw.close()
             self._note_failure()
             error = AuthenticationError(
-                f"TLS handshake with {self.host}:{self.port} failed: {exc.reason or exc}"
+                f"TLS handshake with {self.host}:{self.port} failed: {_tls_failure(exc)}"
             )
             log.warning("%s", error)
             raise error from None
@@ -240,17 +253,23 @@ class Connection:
         self._failures += 1
         self._last_failure = time.monotonic()
 
-    def _tls_rejected(self, detail: str) -> AuthenticationError:
+    def _tls_rejected(self, exc: ssl.SSLError | None) -> AuthenticationError:
         """The broker ended a TLS 1.3 connection before its first response.
 
         Not retried, like a failed TLS 1.2 handshake: the broker rejected the client
-        certificate (missing, untrusted or expired). :meth:`connect` closes the socket.
+        certificate (missing, untrusted or expired), which it says with a TLS alert
+        (``exc``); a close without one is taken the same way. :meth:`connect` closes
+        the socket.
         """
         self._tls_unconfirmed = False
-        return AuthenticationError(
-            f"TLS handshake with {self.host}:{self.port} failed: {detail} before answering "
-            "the first request (client certificate missing or rejected?)"
-        )
+        if exc is not None:
+            detail = _tls_failure(exc)
+        else:
+            detail = (
+                "the broker closed the connection before answering the first request "
+                "(client certificate missing or rejected?)"
+            )
+        return AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {detail}")
 
     def _fail(self, message: str, exc: BaseException | None = None) -> KafkaConnectionError:
         log.info("connection to %s:%s failed: %s", self.host, self.port, message)
@@ -459,14 +478,14 @@ class Connection:
                 k = sock.recv_into(view[got:])
                 if k == 0:
                     if self._tls_unconfirmed:
-                        raise self._tls_rejected("the broker closed the connection")
+                        raise self._tls_rejected(None)
                     raise self._fail("connection closed by the broker")
                 got += k
         except TimeoutError as exc:
             raise self._fail("request timed out", exc) from exc
         except ssl.SSLError as exc:
             if self._tls_unconfirmed:
-                raise self._tls_rejected(str(exc.reason or exc)) from None
+                raise self._tls_rejected(exc) from None
             raise self._fail(f"receive failed: {exc}", exc) from exc
         except OSError as exc:
             raise self._fail(f"receive failed: {exc}", exc) from exc

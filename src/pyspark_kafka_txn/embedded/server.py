@@ -3,7 +3,9 @@
 Requests of one connection are handled one at a time, in order (Kafka mutes a channel
 until its response is sent), which also keeps responses in correlation-id order for
 pipelining clients. Unsupported API keys or versions close the connection, as Kafka's
-``SocketServer`` does, except ApiVersions, which gets the KIP-511 v0 fallback.
+``SocketServer`` does, except ApiVersions, which gets the KIP-511 v0 fallback. A TLS
+handshake that fails (e.g. a missing or untrusted client certificate) is answered with
+OpenSSL's alert before the connection closes, as Kafka's ``SslTransportLayer`` does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import inspect
 import logging
 import ssl
 import struct
-from typing import Any
+from asyncio import sslproto
+from typing import Any, cast
 
 from pyspark_kafka_txn.embedded.cluster import Cluster
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec, Context, NoResponse
@@ -43,6 +46,35 @@ _STREAM_LIMIT = 16 * 1024 * 1024
 
 class _CloseConnectionError(Exception):
     """Close the connection without answering."""
+
+
+class _TlsListenerProtocol(sslproto.SSLProtocol):
+    """asyncio's server-side TLS protocol, sending the alert of a failed handshake.
+
+    On a failed handshake asyncio closes the socket without writing out what OpenSSL
+    left in its outgoing buffer: the alert (``certificate_required``, ``unknown_ca``,
+    ...) that tells the client why. Without it clients see a plain disconnect and retry
+    (librdkafka forever); with it they report an SSL error, as against Kafka.
+    """
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        transport = self._transport
+        if isinstance(handshake_exc, ssl.SSLError) and isinstance(
+            transport, asyncio.WriteTransport
+        ):
+            peer = transport.get_extra_info("peername")
+            address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            reason = handshake_exc.reason or type(handshake_exc).__name__
+            if isinstance(handshake_exc, ssl.SSLCertVerificationError):
+                reason = f"{reason}: {handshake_exc.verify_message}"
+            # INFO, as Kafka logs "Failed authentication with /<address> (SSL handshake failed)"
+            logger.info("closing connection from %s: TLS handshake failed (%s)", address, reason)
+            outgoing = getattr(self, "_outgoing", None)  # the MemoryBIO OpenSSL writes to
+            if isinstance(outgoing, ssl.MemoryBIO) and outgoing.pending:
+                # Nothing is queued before it (the client has read our handshake messages),
+                # so it is sent now, before super() force-closes the transport.
+                transport.write(outgoing.read())
+        super()._on_handshake_complete(handshake_exc)
 
 
 def _replace_errors(body: Any, code: ErrorCode) -> Any:
@@ -75,14 +107,19 @@ class BrokerServer:
     async def start(self, host: str, port: int) -> int:
         # With asyncio's 64 KiB default the stream pauses and resumes reading every
         # 128 KiB of a megabyte-sized Produce frame; 16 MiB saves 20-30 % of read CPU.
-        self._server = await asyncio.start_server(
-            self._serve,
-            host,
-            port,
-            reuse_address=True,
-            limit=_STREAM_LIMIT,
-            ssl=self.cluster.config.security.ssl_context(),
-        )
+        loop = asyncio.get_running_loop()
+        context = self.cluster.config.security.ssl_context()
+
+        def connection() -> asyncio.BaseProtocol:
+            # What asyncio.start_server(ssl=context) builds, with our TLS protocol.
+            reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+            stream = asyncio.StreamReaderProtocol(reader, self._serve, loop=loop)
+            if context is None:
+                return stream
+            no_waiter = cast("asyncio.Future[Any]", None)  # server side: nobody awaits it
+            return _TlsListenerProtocol(loop, stream, context, no_waiter, server_side=True)
+
+        self._server = await loop.create_server(connection, host, port, reuse_address=True)
         bound = int(self._server.sockets[0].getsockname()[1])
         self.cluster.addresses[self.node_id] = (host, bound)
         self.cluster.running.add(self.node_id)

@@ -20,7 +20,8 @@ from kio.serial import entity_writer
 
 from pyspark_kafka_txn.embedded.log import READ_UNCOMMITTED, PartitionLog
 from pyspark_kafka_txn.embedded.protocol import build, encode_response, response_module
-from pyspark_kafka_txn.embedded.records import iter_headers, validate_client_batches
+from pyspark_kafka_txn.embedded.records import iter_headers
+from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
 from tests.unit.batches import batch
 
 NOW = 1_700_000_000_000
@@ -118,7 +119,7 @@ def test_stored_batches_carry_offset_length_and_epoch() -> None:
     for count in (1, 3, 2):
         values = [b"v%d" % j for j in range(count)]
         data = batch(values, producer_id=5, epoch=0, base_sequence=sequence)
-        header = validate_client_batches(data, max_message_bytes=10**6, api_version=9)
+        header = validate_client_batches(data, BatchRules(10**6), api_version=9)
         log.append_client_batch(header, data, now_ms=NOW, verified=True)
         sent.append(data)
         sequence += count

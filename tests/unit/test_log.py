@@ -6,7 +6,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, READ_UNCOMMITTED, PartitionLog
-from pyspark_kafka_txn.embedded.records import RecordError, validate_client_batches
+from pyspark_kafka_txn.embedded.records import RecordError
+from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
 from tests.unit.batches import batch, decode_committed
 
 NOW = 1_700_000_000_000
@@ -15,7 +16,7 @@ NOW = 1_700_000_000_000
 def append(
     log: PartitionLog, data: bytes, *, verified: bool = True, version: int = 9
 ) -> tuple[int, bool]:
-    header = validate_client_batches(data, max_message_bytes=1_048_588, api_version=version)
+    header = validate_client_batches(data, BatchRules(1_048_588), api_version=version)
     result = log.append_client_batch(header, data, now_ms=NOW, verified=verified)
     return result.base_offset, result.duplicate
 
@@ -41,14 +42,14 @@ def committed_values(log: PartitionLog, start: int = 0) -> list[bytes]:
 )
 def test_invalid_batches_are_rejected(data: bytes, code: ErrorCode) -> None:
     with pytest.raises(RecordError) as info:
-        validate_client_batches(data, max_message_bytes=1_048_588, api_version=9)
+        validate_client_batches(data, BatchRules(1_048_588), api_version=9)
     assert info.value.code is code
 
 
 def test_batch_larger_than_max_message_bytes() -> None:
     data = batch([b"x" * 2000])
     with pytest.raises(RecordError) as info:
-        validate_client_batches(data, max_message_bytes=1000, api_version=9)
+        validate_client_batches(data, BatchRules(1000), api_version=9)
     assert info.value.code is ErrorCode.message_too_large
 
 
@@ -173,12 +174,12 @@ def test_timestamps_and_delete_records() -> None:
 def test_log_append_time_topic_rewrites_timestamps() -> None:
     log = PartitionLog("t", 0, log_append_time=True)
     data = batch([b"a"], timestamp=5)
-    header = validate_client_batches(data, max_message_bytes=10**6, api_version=9)
+    header = validate_client_batches(data, BatchRules(10**6), api_version=9)
     result = log.append_client_batch(header, data, now_ms=NOW, verified=True)
     assert result.log_append_time == NOW
     stored = log.read(0, 10**6, READ_UNCOMMITTED).records
     # Still a valid batch (CRC recomputed) with the LogAppendTime bit set.
-    header2 = validate_client_batches(stored, max_message_bytes=10**6, api_version=9)
+    header2 = validate_client_batches(stored, BatchRules(10**6), api_version=9)
     assert header2.attributes & 0x08 and header2.max_timestamp == NOW
 
 

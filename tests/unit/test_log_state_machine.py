@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, READ_UNCOMMITTED, PartitionLog
-from pyspark_kafka_txn.embedded.records import validate_client_batches
+from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
 from tests.unit.batches import batch, decode_committed
 
 PIDS = st.integers(min_value=1, max_value=4)
@@ -29,7 +29,7 @@ class LogMachine(RuleBasedStateMachine):
         data = batch(
             values, producer_id=pid, epoch=0, base_sequence=seq, transactional=transactional
         )
-        header = validate_client_batches(data, max_message_bytes=10**6, api_version=9)
+        header = validate_client_batches(data, BatchRules(10**6), api_version=9)
         base = self.log.append_client_batch(header, data, now_ms=0, verified=True).base_offset
         self.seq[pid] = seq + len(values)
         return base

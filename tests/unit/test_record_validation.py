@@ -21,13 +21,13 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka_txn.client.records import Compression, RecordColumns, encode_batches
-from pyspark_kafka_txn.embedded import records as broker_records
+from pyspark_kafka_txn.embedded import validation
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.embedded.records import (
-    RecordError,
+from pyspark_kafka_txn.embedded.records import RecordError, read_header
+from pyspark_kafka_txn.embedded.validation import (
+    BatchRules,
     prepare_client_batch,
-    read_header,
     validate_client_batches,
 )
 
@@ -106,17 +106,18 @@ def make_batch(
     return head + tail
 
 
-def check(data: bytes, **kwargs: Any) -> RecordError:
-    kwargs.setdefault("now_ms", NOW)
+def _rules(**kwargs: Any) -> BatchRules:
+    return BatchRules(max_message_bytes=10**7, **kwargs)
+
+
+def check(data: bytes, now_ms: int = NOW, **kwargs: Any) -> RecordError:
     with pytest.raises(RecordError) as info:
-        validate_client_batches(data, max_message_bytes=10**7, api_version=9, **kwargs)
+        validate_client_batches(data, _rules(**kwargs), api_version=9, now_ms=now_ms)
     return info.value
 
 
 def ok(data: bytes, **kwargs: Any) -> tuple[int, bytes]:
-    header, stored = prepare_client_batch(
-        data, max_message_bytes=10**7, api_version=9, now_ms=NOW, **kwargs
-    )
+    header, stored = prepare_client_batch(data, _rules(**kwargs), api_version=9, now_ms=NOW)
     return header.max_timestamp, stored
 
 
@@ -157,9 +158,7 @@ def test_client_encoder_batches_pass(codec: Compression) -> None:
         max_batch_bytes=10**7,
     )
     assert len(batches) == 1
-    header, stored = prepare_client_batch(
-        batches[0].data, max_message_bytes=10**7, api_version=9, now_ms=now
-    )
+    header, stored = prepare_client_batch(batches[0].data, _rules(), api_version=9, now_ms=now)
     assert stored == batches[0].data and header.records_count == n
 
 
@@ -322,10 +321,9 @@ def test_before_max_ms_and_no_timestamp() -> None:
     # Timestamp -1 (none) is never out of range.
     validate_client_batches(
         make_batch([Rec()], base_ts=-1),
-        max_message_bytes=10**7,
+        _rules(timestamp_before_max_ms=5_000),
         api_version=9,
         now_ms=NOW,
-        timestamp_before_max_ms=5_000,
     )
 
 
@@ -342,11 +340,7 @@ def test_log_append_time_topic_ignores_timestamps() -> None:
     recs = many(3)
     recs[0].ts_delta = 10 * HOUR
     header, stored = prepare_client_batch(
-        make_batch(recs),
-        max_message_bytes=10**7,
-        api_version=9,
-        now_ms=NOW,
-        log_append_time=True,
+        make_batch(recs), _rules(log_append_time=True), api_version=9, now_ms=NOW
     )
     assert header.records_count == 3 and stored == make_batch(recs)
 
@@ -420,9 +414,9 @@ def test_fast_scan_never_accepts_what_the_loop_rejects() -> None:
     for i in range(0, 80, 11):
         recs[i].headers = [(b"a", None), (b"", b"xy"), (b"c", b"")]
     good = b"".join(encode_record(i, r) for i, r in enumerate(recs))
-    fast = broker_records._fast_scan(good, 0, len(good), True)
+    fast = validation._fast_scan(good, 0, len(good), True)
     assert fast is not None
-    assert fast == broker_records._scan(good, 0, len(good), True)
+    assert fast == validation._scan(good, 0, len(good), True)
     for _ in range(4000):
         body = bytearray(good)
         for _ in range(rng.choice((1, 1, 2))):
@@ -430,7 +424,7 @@ def test_fast_scan_never_accepts_what_the_loop_rejects() -> None:
                 (0, 1, 2, 0x7F, 0x80, 0xFF, rng.randrange(256))
             )
         data = bytes(body)
-        slow = _outcome(broker_records._scan, data)
-        fast = broker_records._fast_scan(data, 0, len(data), True)
+        slow = _outcome(validation._scan, data)
+        fast = validation._fast_scan(data, 0, len(data), True)
         if fast is not None:
             assert fast == slow, (data.hex(), fast, slow)

@@ -12,12 +12,8 @@ from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, N
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.records import (
-    ATTR_TRANSACTIONAL,
-    CRC_START,
-    RecordError,
-    prepare_client_batch,
-)
+from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
+from pyspark_kafka_txn.embedded.validation import BatchRules, prepare_client_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS = 0, 1, 2, 21
 DESCRIBE_PRODUCERS, OFFSET_FOR_LEADER_EPOCH = 61, 23
@@ -108,17 +104,16 @@ def produce(ctx: Context, req: Any) -> Any:
                 code, log = _leader_error(ctx, topic.name, pdata.index)
             if code is ErrorCode.none and log is not None:
                 topic_state = cluster.topics[topic.name]
-                max_bytes = int(topic_state.config_value("max.message.bytes"))
+                rules = BatchRules(
+                    max_message_bytes=int(topic_state.config_value("max.message.bytes")),
+                    log_append_time=log.log_append_time,
+                    compacted="compact" in topic_state.config_value("cleanup.policy"),
+                    timestamp_before_max_ms=cluster.config.log_message_timestamp_before_max_ms,
+                    timestamp_after_max_ms=cluster.config.log_message_timestamp_after_max_ms,
+                )
                 try:
                     header, records = prepare_client_batch(
-                        bytes(pdata.records or b""),
-                        max_message_bytes=max_bytes,
-                        api_version=ctx.version,
-                        now_ms=now,
-                        log_append_time=log.log_append_time,
-                        compacted="compact" in topic_state.config_value("cleanup.policy"),
-                        timestamp_before_max_ms=cluster.config.log_message_timestamp_before_max_ms,
-                        timestamp_after_max_ms=cluster.config.log_message_timestamp_after_max_ms,
+                        bytes(pdata.records or b""), rules, api_version=ctx.version, now_ms=now
                     )
                     verified = False
                     if header.is_transactional:

@@ -26,6 +26,7 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import raw_request, txn_producer
+from tests.unit.batches import varint
 
 BROKERS = 3
 
@@ -58,21 +59,11 @@ def _key_on(kafka: EmbeddedKafka, key_type: int, node: int, prefix: str) -> str:
     raise AssertionError("no key found")
 
 
-def _varint(value: int) -> bytes:
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _plain_batch(value: bytes) -> bytes:
     """A one-record v2 batch without producer id (what acks=1 producers send)."""
-    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value
-    body += _varint(0)  # no headers
-    record = _varint(len(body)) + body
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(len(value)) + value
+    body += varint(0)  # no headers
+    record = varint(len(body)) + body
     now = int(time.time() * 1000)
     tail = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1) + record
     crc = crc32c.crc32c(tail)

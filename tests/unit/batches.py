@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import crc32c
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """Zig-zag varint, as record fields are encoded in a batch."""
     n = (value << 1) ^ (value >> 63)
     out = bytearray()
     while n >= 0x80:
@@ -40,14 +41,14 @@ def batch(
     for i, value in enumerate(values):
         body = (
             b"\x00"
-            + _varint(i * timestamp_step)
-            + _varint(i)
-            + _varint(-1)
-            + _varint(len(value))
+            + varint(i * timestamp_step)
+            + varint(i)
+            + varint(-1)
+            + varint(len(value))
             + value
-            + _varint(0)
+            + varint(0)
         )
-        records += _varint(len(body)) + body
+        records += varint(len(body)) + body
     attributes = 0x10 if transactional else 0
     last_delta = len(values) - 1
     tail = struct.pack(

@@ -30,20 +30,10 @@ from pyspark_kafka_txn.embedded.validation import (
     prepare_client_batch,
     validate_client_batches,
 )
+from tests.unit.batches import varint
 
 NOW = 1_790_000_000_000
 HOUR = 3_600_000
-
-
-def zz(value: int) -> bytes:
-    """Zig-zag varint."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass
@@ -58,14 +48,14 @@ class Rec:
 
 def encode_record(index: int, rec: Rec) -> bytes:
     def blob(data: bytes | None) -> bytes:
-        return zz(-1) if data is None else zz(len(data)) + data
+        return varint(-1) if data is None else varint(len(data)) + data
 
-    body = b"\x00" + zz(rec.ts_delta)
-    body += zz(index if rec.offset_delta is None else rec.offset_delta)
-    body += blob(rec.key) + blob(rec.value) + zz(len(rec.headers))
+    body = b"\x00" + varint(rec.ts_delta)
+    body += varint(index if rec.offset_delta is None else rec.offset_delta)
+    body += blob(rec.key) + blob(rec.value) + varint(len(rec.headers))
     for hkey, hvalue in rec.headers:
         body += blob(hkey) + blob(hvalue)
-    return zz(len(body) + rec.length_adjust) + body
+    return varint(len(body) + rec.length_adjust) + body
 
 
 def compress(codec: int, raw: bytes) -> bytes:
@@ -227,9 +217,9 @@ def test_value_length_overruns_the_batch(n: int) -> None:
     recs = many(n)
     good = encode_record(n - 1, recs[-1])
     # Replace the last record by one claiming a 100-byte value but carrying 20 bytes.
-    body = b"\x00" + zz(0) + zz(n - 1) + zz(-1) + zz(100) + b"x" * 20 + zz(0)
+    body = b"\x00" + varint(0) + varint(n - 1) + varint(-1) + varint(100) + b"x" * 20 + varint(0)
     raw = b"".join(encode_record(i, r) for i, r in enumerate(recs[:-1]))
-    raw += zz(len(body) + 80) + body
+    raw += varint(len(body) + 80) + body
     assert good != raw
     error = check(make_batch(recs, payload=raw))
     assert error.code is ErrorCode.invalid_record
@@ -246,8 +236,8 @@ def test_overlong_varint() -> None:
 
 @pytest.mark.parametrize("length", [-2, -7])
 def test_negative_key_or_value_length_other_than_null(length: int) -> None:
-    body = b"\x00" + zz(0) + zz(0) + zz(length) + zz(1) + b"v" + zz(0)
-    error = check(make_batch([Rec()], payload=zz(len(body)) + body))
+    body = b"\x00" + varint(0) + varint(0) + varint(length) + varint(1) + b"v" + varint(0)
+    error = check(make_batch([Rec()], payload=varint(len(body)) + body))
     assert error.code is ErrorCode.invalid_record
 
 
@@ -267,8 +257,8 @@ def test_null_header_key(n: int) -> None:
 
 
 def test_negative_header_count() -> None:
-    body = b"\x00" + zz(0) + zz(0) + zz(-1) + zz(1) + b"v" + zz(-3)
-    error = check(make_batch([Rec()], payload=zz(len(body)) + body))
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(1) + b"v" + varint(-3)
+    error = check(make_batch([Rec()], payload=varint(len(body)) + body))
     assert error.code is ErrorCode.invalid_record
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import re
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
@@ -209,3 +210,56 @@ def test_timestamp_bounds_follow_cluster_config() -> None:
         ):
             batch = make_batch([Rec()], base_ts=base_ts, producer_id=-1, base_sequence=-1)
             assert _produce(address, "bounds", batch, 9).error_code is code
+
+
+def test_timestamp_bounds_as_topic_configs(kafka: KafkaTarget) -> None:
+    """``message.timestamp.*.max.ms`` set on a topic (through confluent-kafka's admin
+    client) override the cluster's defaults, show in DescribeConfigs, and are validated."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    strict, plain = f"ts-strict-{time.monotonic_ns()}", f"ts-plain-{time.monotonic_ns()}"
+    created = admin.create_topics(
+        [
+            NewTopic(strict, 1, 1, config={"message.timestamp.after.max.ms": "5000"}),
+            NewTopic(plain, 1, 1),
+        ]
+    )
+    for future in created.values():
+        future.result(10)
+    bad = admin.create_topics(
+        [
+            NewTopic(
+                f"ts-bad-{time.monotonic_ns()}",
+                1,
+                1,
+                config={"message.timestamp.before.max.ms": "-1"},
+            )
+        ]
+    )
+    with pytest.raises(KafkaException, match=re.escape("message.timestamp.before.max.ms")):
+        next(iter(bad.values())).result(10)
+
+    described = admin.describe_configs(
+        [
+            ConfigResource(ConfigResource.Type.TOPIC, strict),
+            ConfigResource(ConfigResource.Type.TOPIC, plain),
+        ]
+    )
+    values = {
+        res.name: {k: v.value for k, v in future.result(10).items()}
+        for res, future in described.items()
+    }
+    assert values[strict]["message.timestamp.after.max.ms"] == "5000"
+    assert values[plain]["message.timestamp.after.max.ms"] == str(HOUR)
+
+    reports: list[tuple[str, int | None]] = []
+
+    def report(err: KafkaError | None, msg: Any) -> None:
+        reports.append((msg.topic(), None if err is None else err.code()))
+
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+    for topic in (strict, plain):
+        producer.produce(topic, b"a minute ahead", timestamp=_now() + 60_000, on_delivery=report)
+        assert producer.flush(10) == 0
+    assert reports == [(strict, KafkaError.INVALID_TIMESTAMP), (plain, None)]

@@ -11,10 +11,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pyspark_kafka_txn.embedded.config import ClusterConfig
+from pyspark_kafka_txn.embedded.config import (
+    DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+    DEFAULT_TIMESTAMP_BEFORE_MAX_MS,
+    ClusterConfig,
+)
 from pyspark_kafka_txn.embedded.faults import Faults
 from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
@@ -43,6 +47,9 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "compression.type": "producer",
     "max.message.bytes": "1048588",
     "message.timestamp.type": "CreateTime",
+    # Kafka 4.x defaults; a cluster's log_message_timestamp_* settings replace them.
+    "message.timestamp.before.max.ms": str(DEFAULT_TIMESTAMP_BEFORE_MAX_MS),
+    "message.timestamp.after.max.ms": str(DEFAULT_TIMESTAMP_AFTER_MAX_MS),
     "retention.ms": "604800000",
     "retention.bytes": "-1",
     "segment.bytes": "1073741824",
@@ -84,9 +91,11 @@ class Topic:
     partitions: list[PartitionLog]
     leaders: list[int]
     config: dict[str, str] = field(default_factory=dict)
+    #: The cluster's defaults for the configs the topic does not set.
+    defaults: Mapping[str, str] = field(default_factory=lambda: TOPIC_CONFIG_DEFAULTS)
 
     def config_value(self, key: str) -> str:
-        return self.config.get(key, TOPIC_CONFIG_DEFAULTS.get(key, ""))
+        return self.config.get(key, self.defaults.get(key, ""))
 
 
 class Notifier:
@@ -113,6 +122,11 @@ class Cluster:
     def __init__(self, config: ClusterConfig, loop: asyncio.AbstractEventLoop) -> None:
         self.config = config
         self.loop = loop
+        self.topic_defaults = {
+            **TOPIC_CONFIG_DEFAULTS,
+            "message.timestamp.before.max.ms": str(config.log_message_timestamp_before_max_ms),
+            "message.timestamp.after.max.ms": str(config.log_message_timestamp_after_max_ms),
+        }
         self.node_ids = list(range(config.brokers))
         self.addresses: dict[int, tuple[str, int]] = {}
         self.running: set[int] = set()
@@ -240,7 +254,7 @@ class Cluster:
                 node if node in self.node_ids else placed[p] for p, node in enumerate(leaders)
             ]
         leaders = placed
-        topic = Topic(name, topic_id, logs, leaders, config)
+        topic = Topic(name, topic_id, logs, leaders, config, self.topic_defaults)
         self.topics[name] = topic
         self.topics_by_id[topic_id] = topic
         return topic
@@ -268,6 +282,12 @@ class Cluster:
                 raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
             if value is None:
                 raise TopicError(ErrorCode.invalid_config, f"null value for topic config {key!r}")
+        for key in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
+            if key in config and not (config[key].isdigit() and int(config[key]) < 2**63):
+                raise TopicError(
+                    ErrorCode.invalid_config,
+                    f"{key} must be an integer in [0, {2**63 - 1}], got {config[key]!r}",
+                )
         ts_type = config.get("message.timestamp.type", "CreateTime")
         if ts_type not in ("CreateTime", "LogAppendTime"):
             raise TopicError(

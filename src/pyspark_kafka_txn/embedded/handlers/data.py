@@ -108,8 +108,12 @@ def produce(ctx: Context, req: Any) -> Any:
                     max_message_bytes=int(topic_state.config_value("max.message.bytes")),
                     log_append_time=log.log_append_time,
                     compacted="compact" in topic_state.config_value("cleanup.policy"),
-                    timestamp_before_max_ms=cluster.config.log_message_timestamp_before_max_ms,
-                    timestamp_after_max_ms=cluster.config.log_message_timestamp_after_max_ms,
+                    timestamp_before_max_ms=int(
+                        topic_state.config_value("message.timestamp.before.max.ms")
+                    ),
+                    timestamp_after_max_ms=int(
+                        topic_state.config_value("message.timestamp.after.max.ms")
+                    ),
                 )
                 try:
                     header, records = prepare_client_batch(

@@ -239,6 +239,12 @@ def test_timestamp_bounds_as_topic_configs(kafka: KafkaTarget) -> None:
     )
     with pytest.raises(KafkaException, match=re.escape("message.timestamp.before.max.ms")):
         next(iter(bad.values())).result(10)
+    probe = admin.create_topics(
+        [NewTopic("ts-probe", 1, 1, config={"message.timestamp.after.max.ms": "soon"})],
+        validate_only=True,
+    )
+    with pytest.raises(KafkaException, match=re.escape("message.timestamp.after.max.ms")):
+        probe["ts-probe"].result(10)
 
     described = admin.describe_configs(
         [

@@ -82,6 +82,26 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+def validate_topic_config(config: Mapping[str, str | None]) -> None:
+    """Reject unknown topic configs and invalid values (INVALID_CONFIG), as CreateTopics
+    does, naming the config."""
+    for key, value in config.items():
+        if key not in TOPIC_CONFIG_DEFAULTS:
+            raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
+        if value is None:
+            raise TopicError(ErrorCode.invalid_config, f"null value for topic config {key!r}")
+    for key in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
+        value = config.get(key)
+        if value is not None and not (value.isdigit() and int(value) < 2**63):
+            raise TopicError(
+                ErrorCode.invalid_config,
+                f"{key} must be an integer in [0, {2**63 - 1}], got {value!r}",
+            )
+    ts_type = config.get("message.timestamp.type", "CreateTime")
+    if ts_type not in ("CreateTime", "LogAppendTime"):
+        raise TopicError(ErrorCode.invalid_config, f"invalid message.timestamp.type {ts_type!r}")
+
+
 @dataclass(slots=True)
 class Topic:
     """A topic and its partitions."""
@@ -277,22 +297,7 @@ class Cluster:
                 ErrorCode.invalid_partitions, f"number of partitions must be > 0, got {count}"
             )
         config = dict(config or {})
-        for key, value in config.items():
-            if key not in TOPIC_CONFIG_DEFAULTS:
-                raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
-            if value is None:
-                raise TopicError(ErrorCode.invalid_config, f"null value for topic config {key!r}")
-        for key in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
-            if key in config and not (config[key].isdigit() and int(config[key]) < 2**63):
-                raise TopicError(
-                    ErrorCode.invalid_config,
-                    f"{key} must be an integer in [0, {2**63 - 1}], got {config[key]!r}",
-                )
-        ts_type = config.get("message.timestamp.type", "CreateTime")
-        if ts_type not in ("CreateTime", "LogAppendTime"):
-            raise TopicError(
-                ErrorCode.invalid_config, f"invalid message.timestamp.type {ts_type!r}"
-            )
+        validate_topic_config(config)
         topic = self._add_topic(name, uuid.uuid4(), count, config)
         self._save_meta()
         logger.info("created topic %s with %d partition(s)", name, count)

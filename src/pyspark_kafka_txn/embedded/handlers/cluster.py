@@ -12,6 +12,8 @@ from pyspark_kafka_txn.embedded.cluster import (
     TOPIC_CONFIG_DEFAULTS,
     Topic,
     TopicError,
+    validate_topic_config,
+    validate_topic_name,
 )
 from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.handlers import errors
@@ -222,16 +224,15 @@ def create_topics(ctx: Context, req: Any) -> Any:
 def _validate_only(
     ctx: Context, name: str, partitions: int, configs: dict[str, str]
 ) -> tuple[ErrorCode, str | None]:
-    from pyspark_kafka_txn.embedded.cluster import validate_topic_name
-
     validate_topic_name(name)
     if name in ctx.cluster.topics:
         return ErrorCode.topic_already_exists, f"topic {name!r} already exists"
     if partitions == 0 or partitions < -1:
         return ErrorCode.invalid_partitions, f"number of partitions must be > 0, got {partitions}"
-    for key in configs:
-        if key not in TOPIC_CONFIG_DEFAULTS:
-            return ErrorCode.invalid_config, f"unknown topic config {key!r}"
+    try:
+        validate_topic_config(configs)
+    except TopicError as exc:
+        return exc.code, str(exc)
     return ErrorCode.none, None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import importlib
 import io
 import json
 import shutil
@@ -101,6 +103,12 @@ def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Produce
     return producer
 
 
+def first_address(bootstrap: str) -> tuple[str, int]:
+    """``(host, port)`` of the first entry of a ``bootstrap.servers`` list."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
 def raw_request(address: tuple[str, int], api_key: int, version: int, body: Any) -> Any:
     """Send one request over a fresh socket and return the decoded response body.
 
@@ -134,6 +142,34 @@ def raw_request(address: tuple[str, int], api_key: int, version: int, body: Any)
     assert header.correlation_id == 7
     response, _ = entity_reader(resp_cls)(data, 4 + used)
     return response
+
+
+def raw_produce(
+    address: tuple[str, int],
+    topic: str,
+    partition: int,
+    records: bytes,
+    *,
+    version: int = 9,
+    acks: int = -1,
+) -> Any:
+    """One Produce request of ``records`` (one partition, non-transactional) sent by
+    :func:`raw_request`; returns the partition's response entry."""
+    mod: Any = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    body = mod.ProduceRequest(
+        transactional_id=None,
+        acks=mod.i16(acks),
+        timeout=mod.i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(
+            mod.TopicProduceData(
+                name=mod.TopicName(topic),
+                partition_data=(
+                    mod.PartitionProduceData(index=mod.i32(partition), records=records),
+                ),
+            ),
+        ),
+    )
+    return raw_request(address, 0, version, body).responses[0].partition_responses[0]
 
 
 def free_port() -> int:

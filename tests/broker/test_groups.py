@@ -27,6 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.broker.clients import first_address
 from tests.conftest import KafkaTarget
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -91,8 +92,7 @@ class RawConnection:
 
 async def coordinator(bootstrap: str, group: str) -> RawConnection:
     """A connection to ``group``'s coordinator (found with FindCoordinator v3)."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    boot = await RawConnection.open(host, int(port))
+    boot = await RawConnection.open(*first_address(bootstrap))
     try:
         found = await boot.call(FIND_COORDINATOR, 3, key=group, key_type=0)
     finally:

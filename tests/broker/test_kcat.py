@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.broker import aio_clients as aio
-from tests.broker.clients import kcat_consume, kcat_path, kcat_run, txn_producer
+from tests.broker.clients import first_address, kcat_consume, kcat_path, kcat_run, txn_producer
 from tests.conftest import KafkaTarget
 
 
@@ -148,7 +148,7 @@ def test_metadata_lists_the_topic_and_its_partitions(kafka: KafkaTarget, kcat: s
     metadata = json.loads(kcat_run(kcat, bs, "-L", "-J", "-t", topic))
     brokers = {b["id"]: b["name"] for b in metadata["brokers"]}
     assert brokers, metadata
-    _, port = bs.split(",")[0].rsplit(":", 1)
+    _, port = first_address(bs)
     assert any(name.endswith(f":{port}") for name in brokers.values()), (brokers, bs)
     [entry] = metadata["topics"]
     assert entry["topic"] == topic

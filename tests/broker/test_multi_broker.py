@@ -20,12 +20,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
-from kio.schema.produce.v9 import request as produce_v9
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import raw_request, txn_producer
+from tests.broker.clients import raw_produce, raw_request, txn_producer
 from tests.unit.batches import varint
 
 BROKERS = 3
@@ -71,24 +70,9 @@ def _plain_batch(value: bytes) -> bytes:
 
 
 def _raw_produce(address: tuple[str, int], topic: str, partition: int) -> ErrorCode:
-    body = produce_v9.ProduceRequest(
-        transactional_id=None,
-        acks=produce_v9.i16(1),
-        timeout=produce_v9.i32Timedelta.parse(datetime.timedelta(seconds=5)),
-        topic_data=(
-            produce_v9.TopicProduceData(
-                name=produce_v9.TopicName(topic),
-                partition_data=(
-                    produce_v9.PartitionProduceData(
-                        index=produce_v9.i32(partition), records=_plain_batch(b"raw")
-                    ),
-                ),
-            ),
-        ),
-    )
-    code: ErrorCode = (
-        raw_request(address, 0, 9, body).responses[0].partition_responses[0].error_code
-    )
+    """An acks=1 produce of one plain record: the partition's error code."""
+    part = raw_produce(address, topic, partition, _plain_batch(b"raw"), acks=1)
+    code: ErrorCode = part.error_code
     return code
 
 

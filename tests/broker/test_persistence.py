@@ -8,7 +8,6 @@ directory and port, with librdkafka clients talking to it over TCP throughout.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import signal
 import struct
 import subprocess
@@ -21,7 +20,6 @@ import crc32c
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kio.schema.produce.v9 import request as produce_v9
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
@@ -32,7 +30,7 @@ from tests.broker.clients import (
     free_port,
     kcat_consume,
     kcat_path,
-    raw_request,
+    raw_produce,
     start_cli_broker,
     stop_cli_broker,
     txn_producer,
@@ -75,24 +73,6 @@ def _wait_stable(bootstrap: str, partitions: int, timeout_s: float) -> None:
 
 def _values(records: list[tuple[int, int, bytes | None]]) -> list[tuple[int, bytes | None]]:
     return [(p, v) for p, _, v in records]
-
-
-def _raw_produce(address: tuple[str, int], partition: int, batch: bytes) -> Any:
-    body = produce_v9.ProduceRequest(
-        transactional_id=None,
-        acks=produce_v9.i16(-1),
-        timeout=produce_v9.i32Timedelta.parse(datetime.timedelta(seconds=5)),
-        topic_data=(
-            produce_v9.TopicProduceData(
-                name=produce_v9.TopicName(TOPIC),
-                partition_data=(
-                    produce_v9.PartitionProduceData(index=produce_v9.i32(partition), records=batch),
-                ),
-            ),
-        ),
-    )
-    response = raw_request(address, 0, 9, body)
-    return response.responses[0].partition_responses[0]
 
 
 def _with_sequence(batch: bytes, sequence: int) -> bytes:
@@ -214,10 +194,10 @@ def test_kill_9_keeps_logs_producer_state_transactions_and_offsets(tmp_path: Pat
         last = next(h for h in reversed(headers) if not h.is_transactional and not h.is_control)
         batch = bytearray(stored[last.position : last.position + last.size])
         struct.pack_into(">q", batch, 0, 0)
-        dup = _raw_produce(address, 0, bytes(batch))
+        dup = raw_produce(address, TOPIC, 0, bytes(batch))
         assert (dup.error_code, dup.base_offset) == (ErrorCode.none, last.base_offset)
         # ...and a sequence gap is still detected.
-        gap = _raw_produce(address, 0, _with_sequence(bytes(batch), last.base_sequence + 2))
+        gap = raw_produce(address, TOPIC, 0, _with_sequence(bytes(batch), last.base_sequence + 2))
         assert gap.error_code is ErrorCode.out_of_order_sequence_number
         assert watermarks(bs, TOPIC, 0, "read_uncommitted")[1] == before[0][1]
         # The idempotent producer that lived through the crash continues its sequence.

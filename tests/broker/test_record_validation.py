@@ -10,7 +10,6 @@ back as INVALID_TIMESTAMP delivery reports.
 from __future__ import annotations
 
 import datetime
-import importlib
 import re
 import time
 from typing import Any
@@ -20,16 +19,17 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, raw_request, watermarks
+from tests.broker.clients import (
+    consume_all,
+    first_address,
+    raw_produce,
+    raw_request,
+    watermarks,
+)
 from tests.conftest import KafkaTarget
 from tests.unit.test_record_validation import Rec, make_batch, many
 
 HOUR = 3_600_000
-
-
-def _address(kafka: KafkaTarget) -> tuple[str, int]:
-    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
-    return host, int(port)
 
 
 def _producer_id(address: tuple[str, int]) -> int:
@@ -42,22 +42,6 @@ def _producer_id(address: tuple[str, int]) -> int:
     response = raw_request(address, 22, 4, body)
     assert response.error_code is ErrorCode.none
     return int(response.producer_id)
-
-
-def _produce(address: tuple[str, int], topic: str, data: bytes, version: int) -> Any:
-    mod = importlib.import_module(f"kio.schema.produce.v{version}.request")
-    body = mod.ProduceRequest(
-        transactional_id=None,
-        acks=mod.i16(-1),
-        timeout=mod.i32Timedelta.parse(datetime.timedelta(seconds=5)),
-        topic_data=(
-            mod.TopicProduceData(
-                name=mod.TopicName(topic),
-                partition_data=(mod.PartitionProduceData(index=mod.i32(0), records=data),),
-            ),
-        ),
-    )
-    return raw_request(address, 0, version, body).responses[0].partition_responses[0]
 
 
 def _now() -> int:
@@ -109,9 +93,9 @@ def test_rejected_batch_leaves_no_trace(kafka: KafkaTarget, case: str, version: 
     if not kafka_too:
         kafka.require_embedded()  # stricter than Kafka, which accepts this batch
     topic = kafka.create_topic(1)
-    address = _address(kafka)
+    address = first_address(kafka.bootstrap_servers)
     pid = _producer_id(address)
-    part = _produce(address, topic, build(pid, _now()), version)
+    part = raw_produce(address, topic, 0, build(pid, _now()), version=version)
     assert part.error_code is code
     assert part.base_offset == -1
     # Kafka lists records in record_errors only for LogValidator's per-record checks;
@@ -123,7 +107,7 @@ def test_rejected_batch_leaves_no_trace(kafka: KafkaTarget, case: str, version: 
     assert watermarks(kafka.bootstrap_servers, topic, 0, "read_uncommitted") == (0, 0)
     # The producer's sequence state did not move: sequence 0 is still the next one.
     valid = make_batch([Rec(value=b"ok")], base_ts=_now(), producer_id=pid)
-    part = _produce(address, topic, valid, version)
+    part = raw_produce(address, topic, 0, valid, version=version)
     assert part.error_code is ErrorCode.none
     assert part.base_offset == 0
     assert consume_all(kafka.bootstrap_servers, topic, 1) == [(0, 0, b"ok")]
@@ -132,15 +116,15 @@ def test_rejected_batch_leaves_no_trace(kafka: KafkaTarget, case: str, version: 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_undecompressable_payload_is_corrupt_message(kafka: KafkaTarget, codec: int) -> None:
     topic = kafka.create_topic(1)
-    address = _address(kafka)
+    address = first_address(kafka.bootstrap_servers)
     pid = _producer_id(address)
     garbage = make_batch(many(3), codec=codec, payload=b"\x13garbage" * 5, producer_id=pid)
-    part = _produce(address, topic, garbage, 9)
+    part = raw_produce(address, topic, 0, garbage)
     assert part.error_code is ErrorCode.corrupt_message
     assert part.record_errors == ()
     assert watermarks(kafka.bootstrap_servers, topic, 0, "read_uncommitted") == (0, 0)
     valid = make_batch(many(2), codec=codec, base_ts=_now(), producer_id=pid)
-    part = _produce(address, topic, valid, 9)
+    part = raw_produce(address, topic, 0, valid)
     assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
     assert [v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 1)] == [
         bytes([0]) * 20,
@@ -150,13 +134,12 @@ def test_undecompressable_payload_is_corrupt_message(kafka: KafkaTarget, codec: 
 
 def test_compacted_topic_lists_every_null_key(kafka: KafkaTarget) -> None:
     topic = kafka.create_topic(1, **{"cleanup.policy": "compact"})
-    address = _address(kafka)
+    address = first_address(kafka.bootstrap_servers)
     recs = [Rec(key=b"k", value=b"v") for _ in range(4)]
     recs[0].key = None
     recs[3].key = None
-    part = _produce(
-        address, topic, make_batch(recs, base_ts=_now(), producer_id=-1, base_sequence=-1), 9
-    )
+    batch = make_batch(recs, base_ts=_now(), producer_id=-1, base_sequence=-1)
+    part = raw_produce(address, topic, 0, batch)
     assert part.error_code is ErrorCode.invalid_record
     assert [e.batch_index for e in part.record_errors] == [0, 3]
     assert "2 record errors" in part.error_message
@@ -200,8 +183,7 @@ def test_timestamp_bounds_follow_cluster_config() -> None:
         log_message_timestamp_before_max_ms=60_000, log_message_timestamp_after_max_ms=1_000
     ) as embedded:
         embedded.create_topic("bounds", 1)
-        host, port = embedded.bootstrap_servers.rsplit(":", 1)
-        address = (host, int(port))
+        address = first_address(embedded.bootstrap_servers)
         now = _now()
         for base_ts, code in (
             (now - 120_000, ErrorCode.invalid_timestamp),
@@ -209,7 +191,7 @@ def test_timestamp_bounds_follow_cluster_config() -> None:
             (now, ErrorCode.none),
         ):
             batch = make_batch([Rec()], base_ts=base_ts, producer_id=-1, base_sequence=-1)
-            assert _produce(address, "bounds", batch, 9).error_code is code
+            assert raw_produce(address, "bounds", 0, batch).error_code is code
 
 
 def test_timestamp_bounds_as_topic_configs(kafka: KafkaTarget) -> None:

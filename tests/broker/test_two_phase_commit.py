@@ -31,6 +31,7 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import (
     consume_all,
+    first_address,
     raw_request,
     start_cli_broker,
     stop_cli_broker,
@@ -47,11 +48,6 @@ ABORT_INTERVAL_MS = 200
 
 def _tid() -> str:
     return f"2pc-{uuid.uuid4().hex[:10]}"
-
-
-def _address(bootstrap: str) -> tuple[str, int]:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    return host, int(port)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +71,7 @@ def _init_producer_id_range(bootstrap: str) -> tuple[int, int]:
     body = api_versions_v3.ApiVersionsRequest(
         client_software_name="raw-test", client_software_version="1.0"
     )
-    resp = raw_request(_address(bootstrap), 18, 3, body)
+    resp = raw_request(first_address(bootstrap), 18, 3, body)
     assert resp.error_code == ErrorCode.none
     (key,) = [k for k in resp.api_keys if k.api_key == INIT_PRODUCER_ID]
     return int(key.min_version), int(key.max_version)
@@ -88,20 +84,20 @@ def _init_v6(bootstrap: str, tid: str, *, enable_2pc: bool, keep_prepared: bool 
         enable2_pc=enable_2pc,
         keep_prepared_txn=keep_prepared,
     )
-    return raw_request(_address(bootstrap), INIT_PRODUCER_ID, 6, body)
+    return raw_request(first_address(bootstrap), INIT_PRODUCER_ID, 6, body)
 
 
 def _describe(bootstrap: str, tid: str) -> Any:
     """DescribeTransactions of an id with an open transaction (kio decodes start >= 0)."""
     body = describe_v0.DescribeTransactionsRequest(transactional_ids=(tid,))
-    (state,) = raw_request(_address(bootstrap), 65, 0, body).transaction_states
+    (state,) = raw_request(first_address(bootstrap), 65, 0, body).transaction_states
     assert state.error_code == ErrorCode.none
     return state
 
 
 def _listed(bootstrap: str, state: str) -> set[str]:
     body = list_v0.ListTransactionsRequest(state_filters=(state,), producer_id_filters=())
-    resp = raw_request(_address(bootstrap), 66, 0, body)
+    resp = raw_request(first_address(bootstrap), 66, 0, body)
     return {s.transactional_id for s in resp.transaction_states}
 
 
@@ -144,7 +140,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
         body = end_v4.EndTxnRequest(
             transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
         )
-    return int(raw_request(_address(bootstrap), 26, version, body).error_code)
+    return int(raw_request(first_address(bootstrap), 26, version, body).error_code)
 
 
 def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:

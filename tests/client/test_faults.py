@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -26,6 +26,20 @@ def embedded(kafka: KafkaTarget) -> Iterator[EmbeddedKafka]:
         cluster.clear_faults()
 
 
+def _produce_records(
+    producer: TransactionalProducer, topic: str, after_each: Callable[[], None] = lambda: None
+) -> None:
+    """Records ``r0`` … ``r{N-1}`` over 2 partitions, 100 per call; ``after_each`` runs
+    after every call."""
+    for start in range(0, N, 100):
+        producer.produce(
+            topic,
+            pa.array([f"r{i}".encode() for i in range(start, start + 100)]),
+            partitions=pa.array([i % 2 for i in range(start, start + 100)], pa.int32()),
+        )
+        after_each()
+
+
 def _run_txn(kafka: KafkaTarget, topic: str, **config: object) -> TransactionalProducer:
     """Produce N records in many small batches over 2 partitions and commit."""
     producer = TransactionalProducer(
@@ -40,12 +54,7 @@ def _run_txn(kafka: KafkaTarget, topic: str, **config: object) -> TransactionalP
     try:
         producer.init_transactions()
         producer.begin_transaction()
-        for start in range(0, N, 100):
-            producer.produce(
-                topic,
-                pa.array([f"r{i}".encode() for i in range(start, start + 100)]),
-                partitions=pa.array([i % 2 for i in range(start, start + 100)], pa.int32()),
-            )
+        _produce_records(producer, topic)
         producer.commit_transaction()
     except BaseException:
         producer.close()
@@ -135,13 +144,12 @@ def test_connection_drop_of_every_connection(kafka: KafkaTarget, embedded: Embed
     try:
         producer.init_transactions()
         producer.begin_transaction()
-        for start in range(0, N, 100):
-            producer.produce(
-                topic,
-                pa.array([f"r{i}".encode() for i in range(start, start + 100)]),
-                partitions=pa.array([i % 2 for i in range(start, start + 100)], pa.int32()),
-            )
+
+        def drop() -> None:
+            nonlocal dropped
             dropped += embedded.drop_connections()
+
+        _produce_records(producer, topic, after_each=drop)
         producer.commit_transaction()
     finally:
         producer.close()

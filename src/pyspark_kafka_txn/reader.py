@@ -35,7 +35,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.errors import ConfigError, DataLossError, KafkaTxnError
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
     OffsetJson,
@@ -86,10 +86,6 @@ _DATA_LOSS_HINT = (
     "the topic was processed. If you don't want your streaming query to fail on such cases, "
     "set the source option 'failOnDataLoss' to 'false'."
 )
-
-
-class DataLossError(KafkaTxnError):
-    """Offsets the query needs are gone (retention, DeleteRecords, deleted partition)."""
 
 
 def _report_data_loss(fail: bool, message: str) -> None:

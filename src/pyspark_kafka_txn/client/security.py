@@ -29,6 +29,7 @@ __all__ = [
     "SECURITY_OPTIONS",
     "ScramClient",
     "SecurityConfig",
+    "check_store_types",
 ]
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -56,6 +57,36 @@ SECURITY_OPTIONS = frozenset(
         "sasl.password",
     }
 )
+
+
+def check_store_types(options: Mapping[str, str], prefix: str = "") -> None:
+    """The one rule for key and trust stores, shared by every Kafka option translation.
+
+    Kafka's default store type is JKS, which neither Python's ``ssl`` nor librdkafka reads:
+    a ``ssl.truststore.location`` / ``ssl.keystore.location`` needs ``…type=PEM``.
+
+    Parameters
+    ----------
+    options
+        Kafka option names (without ``prefix``) to values.
+    prefix
+        How the user spelled the names' prefix (``kafka.`` for Spark options), for errors.
+
+    Raises
+    ------
+    ConfigError
+        Naming the store option, for a JKS/PKCS12 store or a location without a type.
+    """
+    for store in ("truststore", "keystore"):
+        location, kind_key = f"ssl.{store}.location", f"ssl.{store}.type"
+        kind = options.get(kind_key, "JKS" if location in options else "")
+        if kind and kind.upper() != "PEM":
+            raise ConfigError(
+                f"Option '{prefix}{location}' must be a PEM file ('{prefix}{kind_key}'='PEM', "
+                f"got {kind!r}; Kafka's default is JKS): Python and librdkafka cannot read "
+                f"JKS or PKCS12 stores; convert the store to PEM"
+                + (f" or give '{prefix}ssl.ca.location'" if store == "truststore" else "")
+            )
 
 
 @dataclass(frozen=True)
@@ -124,14 +155,7 @@ class SecurityConfig:
             or SASL without credentials. Messages never include secret values.
         """
         opts = dict(options)
-        for key in ("ssl.truststore.type", "ssl.keystore.type"):
-            # Kafka's default store type is JKS, so a location needs an explicit PEM.
-            kind = opts.get(key, "JKS" if key.replace("type", "location") in opts else "")
-            if kind and kind.upper() != "PEM":
-                raise ConfigError(
-                    f"{key}={kind} is not supported by the Python client: convert the store "
-                    "to PEM and set the type to PEM"
-                )
+        check_store_types(opts)
         username = opts.get("sasl.username")
         password = opts.get("sasl.password")
         jaas = opts.get("sasl.jaas.config")

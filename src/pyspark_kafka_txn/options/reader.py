@@ -1,13 +1,11 @@
-"""Reader options: parsed and validated once, on the driver, into frozen dataclasses.
+"""Reader options: parsed and validated once, on the driver, into a frozen dataclass.
 
 The option names, defaults and checks follow Spark's built-in Kafka source (Spark 4.x) so
 that switching from ``format("kafka")`` to ``format("kafka_txn")`` is a one-word change.
 The one deliberate difference: ``kafka.isolation.level`` defaults to ``read_committed``.
 
-``kafka.*`` options are passed to librdkafka (confluent-kafka) with the ``kafka.`` prefix
-removed; the Java-client names users already give Spark are translated where librdkafka
-spells them differently (``sasl.jaas.config`` → ``sasl.username``/``sasl.password``, …).
-Nothing here does I/O and nothing imports pyspark, so it is unit-testable on its own.
+``kafka.*`` options go to librdkafka (confluent-kafka) through the shared translation of
+:mod:`pyspark_kafka_txn.options.kafka`. Nothing here does I/O or imports pyspark.
 Secrets (SASL/SSL passwords, JAAS configs) never appear in a ``repr`` or an error message.
 """
 
@@ -19,9 +17,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
 
-from pyspark_kafka_txn.client.errors import ConfigError
+from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redact
+from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
+from pyspark_kafka_txn.options.registry import known_names
 
 __all__ = [
     "EARLIEST",
@@ -38,9 +38,7 @@ __all__ = [
     "SubscribePattern",
     "Subscription",
     "TopicPartition",
-    "is_secret",
     "parse_reader_options",
-    "redact",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,19 +53,6 @@ DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
 DEFAULT_LSO_STALL_WARN_MS = 60_000
-
-_REDACTED = "*********(redacted)"
-
-
-class TopicPartition(NamedTuple):
-    """A topic-partition, usable as a dict key and picklable."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
 
 # --------------------------------------------------------------------------- subscription
 
@@ -132,50 +117,6 @@ class GlobalTimestamp:
 
 
 OffsetSpec = OffsetBound | SpecificOffsets | SpecificTimestamps | GlobalTimestamp
-
-
-# --------------------------------------------------------------------------- secrets
-
-
-_SECRET_MARKERS = ("password", "secret", "jaas", "token", "credential")
-
-
-def is_secret(key: str) -> bool:
-    """Whether a (Kafka) option's value must never be shown.
-
-    Parameters
-    ----------
-    key
-        An option name, with or without the ``kafka.`` prefix.
-
-    Returns
-    -------
-    bool
-        True for SASL settings other than the mechanism, and for anything that looks like
-        a password, key, token or credential.
-    """
-    k = key.lower().removeprefix("kafka.")
-    if k.startswith("sasl.") and k not in {"sasl.mechanism", "sasl.mechanisms"}:
-        return True
-    if k in {"ssl.key.pem", "ssl.certificate.pem", "ssl_key"}:
-        return True
-    return any(m in k for m in _SECRET_MARKERS)
-
-
-def redact(params: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``params`` with every secret value replaced.
-
-    Parameters
-    ----------
-    params
-        Option names to values.
-
-    Returns
-    -------
-    dict
-        The same keys; secret values replaced by a fixed marker.
-    """
-    return {k: (_REDACTED if is_secret(k) else v) for k, v in params.items()}
 
 
 # --------------------------------------------------------------------------- options
@@ -295,7 +236,7 @@ class ReaderOptions:
             Connection and security settings only (consumer tuning is left out).
         """
         config: dict[str, str | int | float | bool] = {
-            k: v for k, v in self.kafka_params.items() if k not in _CONSUMER_ONLY
+            k: v for k, v in self.kafka_params.items() if k not in CONSUMER_ONLY
         }
         config["bootstrap.servers"] = self.bootstrap_servers
         return config
@@ -304,8 +245,7 @@ class ReaderOptions:
 # --------------------------------------------------------------------------- parsing
 
 #: Kafka options Spark rejects, with the reason it gives.
-_REJECTED = {
-    "group.id": None,  # allowed (kafka.group.id), handled separately
+_REJECTED: dict[str, str] = {
     "auto.offset.reset": (
         "Kafka option 'kafka.auto.offset.reset' is not supported. Instead set the source "
         "option 'startingOffsets' to 'earliest' or 'latest' to specify where to start. "
@@ -329,203 +269,6 @@ _REJECTED = {
         "consumer interceptors is not supported."
     ),
 }
-
-#: Java-client settings with no librdkafka counterpart that are safe to drop.
-_JAVA_ONLY = frozenset(
-    {
-        "max.poll.records",
-        "default.api.timeout.ms",
-        "partition.assignment.strategy",
-        "ssl.protocol",
-        "ssl.enabled.protocols",
-        "ssl.truststore.password",
-        "ssl.truststore.type",
-        "ssl.keystore.type",
-        "ssl.keymanager.algorithm",
-        "ssl.trustmanager.algorithm",
-        "sasl.login.class",
-        "sasl.login.callback.handler.class",
-        "sasl.client.callback.handler.class",
-        "security.providers",
-        "auto.include.jmx.reporter",
-        "metric.reporters",
-    }
-)
-
-#: Java-client names that librdkafka spells differently.
-_RENAMED = {
-    "receive.buffer.bytes": "socket.receive.buffer.bytes",
-    "send.buffer.bytes": "socket.send.buffer.bytes",
-    "ssl.keystore.location": "ssl.keystore.location",
-    "ssl.keystore.password": "ssl.keystore.password",
-}
-
-#: librdkafka consumer-only settings (kept out of the admin client's configuration).
-_CONSUMER_ONLY = frozenset(
-    {
-        "fetch.min.bytes",
-        "fetch.max.bytes",
-        "fetch.wait.max.ms",
-        "fetch.max.wait.ms",
-        "max.partition.fetch.bytes",
-        "fetch.message.max.bytes",
-        "queued.min.messages",
-        "queued.max.messages.kbytes",
-        "check.crcs",
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "max.poll.interval.ms",
-        "isolation.level",
-        "group.id",
-        "group.instance.id",
-        "client.rack",
-    }
-)
-
-_JAAS = re.compile(
-    r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s*(?P<args>.*?);?\s*$",
-    re.DOTALL,
-)
-_JAAS_ARG = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
-
-_MECHANISM_OF_MODULE = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
-    "org.apache.kafka.common.security.scram.ScramLoginModule": (
-        "SCRAM-SHA-256",
-        "SCRAM-SHA-512",
-    ),
-}
-
-
-def _translate_jaas(value: str) -> dict[str, str]:
-    """``sasl.jaas.config`` (PLAIN or SCRAM login module) → sasl.username/sasl.password."""
-    match = _JAAS.match(value)
-    if match is None or match.group("module") not in _MECHANISM_OF_MODULE:
-        raise ConfigError(
-            "Option 'kafka.sasl.jaas.config' is not supported with this login module: only "
-            "PlainLoginModule and ScramLoginModule (username/password) translate to "
-            "librdkafka; give 'kafka.sasl.username' and 'kafka.sasl.password' otherwise"
-        )
-    args = {
-        m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-        for m in _JAAS_ARG.finditer(match.group("args"))
-    }
-    if "username" not in args or "password" not in args:
-        raise ConfigError("Option 'kafka.sasl.jaas.config' must set both username and password")
-    unescape = re.compile(r"\\(.)")
-    return {
-        "sasl.username": unescape.sub(r"\1", args["username"]),
-        "sasl.password": unescape.sub(r"\1", args["password"]),
-    }
-
-
-def _kafka_params(raw: Mapping[str, str]) -> dict[str, str]:
-    """Translate the ``kafka.*`` options (prefix removed) into librdkafka's names."""
-    out: dict[str, str] = {}
-    for key, value in raw.items():
-        if key in _REJECTED and key != "group.id":
-            reason = _REJECTED[key]
-            assert reason is not None
-            raise ConfigError(reason)
-        if key in {"bootstrap.servers", "group.id", "isolation.level"}:
-            continue  # handled explicitly
-        if key in _JAVA_ONLY:
-            logger.warning("Kafka option 'kafka.%s' has no librdkafka counterpart; ignored", key)
-            continue
-        if key == "sasl.jaas.config":
-            out.update(_translate_jaas(value))
-            continue
-        if key == "ssl.truststore.location":
-            if raw.get("ssl.truststore.type", "PEM").upper() != "PEM":
-                raise ConfigError(
-                    "Option 'kafka.ssl.truststore.location' must be a PEM file "
-                    "('kafka.ssl.truststore.type'='PEM'): librdkafka cannot read JKS or "
-                    "PKCS12 trust stores; or give 'kafka.ssl.ca.location'"
-                )
-            out["ssl.ca.location"] = value
-            continue
-        if key == "ssl.endpoint.identification.algorithm":
-            out[key] = value if value else "none"
-            continue
-        out[_RENAMED.get(key, key)] = value
-    if "sasl.jaas.config" in raw and "sasl.mechanism" in raw:
-        module = (_JAAS.match(raw["sasl.jaas.config"]) or _never()).group("module")
-        if raw["sasl.mechanism"].upper() not in _MECHANISM_OF_MODULE[module]:
-            raise ConfigError(
-                "Option 'kafka.sasl.mechanism' does not match the login module of "
-                "'kafka.sasl.jaas.config'"
-            )
-    return out
-
-
-def _never() -> re.Match[str]:
-    raise AssertionError("unreachable")
-
-
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
-    value = opts.get(name.lower())
-    if value is None:
-        return None
-    try:
-        parsed = int(value.strip())
-    except ValueError:
-        parsed = 0
-    if parsed <= 0:
-        raise ConfigError(
-            f"Invalid value '{value}' for option '{name}', must be a positive integer"
-        )
-    return parsed
-
-
-def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    try:
-        parsed = int(value.strip())
-    except ValueError:
-        parsed = -1
-    if parsed < 0:
-        raise ConfigError(
-            f"Invalid value '{value}' for option '{name}', must be a non-negative integer"
-        )
-    return parsed
-
-
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    lowered = value.strip().lower()
-    if lowered not in {"true", "false"}:
-        raise ConfigError(f"Invalid value '{value}' for option '{name}', must be true or false")
-    return lowered == "true"
-
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_DURATION_MS = {
-    "us": 0.001,
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-}
-
-
-def _duration_ms(opts: Mapping[str, str], name: str, default: int) -> int:
-    """A Spark time string (``15m``, ``30s``, ``100ms``; a bare number is ms)."""
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    match = _DURATION.match(value)
-    if match is None:
-        raise ConfigError(
-            f"Invalid value '{value}' for option '{name}', must be a duration such as "
-            "'15m', '30s' or '500ms'"
-        )
-    return int(int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()])
 
 
 def _json_object(value: str, name: str) -> dict[str, object]:
@@ -583,7 +326,7 @@ def _assign(value: str) -> Assign:
     return Assign(tuple(partitions))
 
 
-def _subscription(opts: Mapping[str, str]) -> Subscription:
+def _subscription(opts: OptionView) -> Subscription:
     given = [name for name in ("assign", "subscribe", "subscribePattern") if name.lower() in opts]
     if not given:
         raise ConfigError(
@@ -619,7 +362,7 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
 
 
 def _offset_spec(
-    opts: Mapping[str, str],
+    opts: OptionView,
     *,
     prefix: str,
     default: OffsetBound,
@@ -687,19 +430,7 @@ def _offset_spec(
     return SpecificOffsets(offsets)
 
 
-_KNOWN = frozenset(
-    name.lower()
-    for name in (
-        "assign", "subscribe", "subscribePattern",
-        "startingOffsets", "startingOffsetsByTimestamp", "startingTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp",
-        "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-        "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
-        "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-        "groupIdPrefix", "lsoStallWarnMs", "path",
-    )
-)  # fmt: skip
+_KNOWN = known_names("reader") | {"path"}
 
 
 def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
@@ -723,7 +454,7 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
         When an option is missing, unknown to Kafka's rules or invalid; the message
         names the option (and never shows a secret).
     """
-    opts = {k.lower(): v for k, v in options.items()}
+    opts = OptionView(options)
     for key in opts:
         if not key.startswith("kafka.") and key not in _KNOWN:
             logger.debug("Ignoring option '%s' unknown to the kafka_txn reader", key)
@@ -769,9 +500,9 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
     else:
         ending = _offset_spec(opts, prefix="ending", default=OffsetBound.LATEST, streaming=False)
 
-    max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
-    min_per_trigger = _positive_int(opts, "minOffsetsPerTrigger")
-    max_delay = _duration_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
+    max_per_trigger = opts.positive_int("maxOffsetsPerTrigger")
+    min_per_trigger = opts.positive_int("minOffsetsPerTrigger")
+    max_delay = opts.duration_ms("maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
     if (
         max_per_trigger is not None
         and min_per_trigger is not None
@@ -793,7 +524,6 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
             "sources using the same group id may interfere; no offsets are committed to it"
         )
 
-    raw_kafka = {k.removeprefix("kafka."): v for k, v in opts.items() if k.startswith("kafka.")}
     return ReaderOptions(
         bootstrap_servers=bootstrap,
         subscription=subscription,
@@ -803,22 +533,26 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
         max_offsets_per_trigger=max_per_trigger,
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=max_delay,
-        min_partitions=_positive_int(opts, "minPartitions"),
-        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        include_headers=_bool(opts, "includeHeaders", False),
-        poll_timeout_ms=_non_negative_int(
-            opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS
+        min_partitions=opts.positive_int("minPartitions"),
+        max_records_per_partition=opts.positive_int("maxRecordsPerPartition"),
+        fail_on_data_loss=opts.boolean("failOnDataLoss", True),
+        include_headers=opts.boolean("includeHeaders", False),
+        poll_timeout_ms=opts.non_negative_int(
+            "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS
         ),
-        fetch_offset_num_retries=_non_negative_int(
-            opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_NUM_RETRIES
+        fetch_offset_num_retries=opts.non_negative_int(
+            "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_NUM_RETRIES
         ),
-        fetch_offset_retry_interval_ms=_non_negative_int(
-            opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
+        fetch_offset_retry_interval_ms=opts.non_negative_int(
+            "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
         ),
         group_id_prefix=opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX),
         group_id=group_id,
         isolation_level=isolation,
-        lso_stall_warn_ms=_non_negative_int(opts, "lsoStallWarnMs", DEFAULT_LSO_STALL_WARN_MS),
-        kafka_params=_kafka_params(raw_kafka),
+        lso_stall_warn_ms=opts.non_negative_int("lsoStallWarnMs", DEFAULT_LSO_STALL_WARN_MS),
+        kafka_params=librdkafka_params(
+            opts.kafka(),
+            rejected=_REJECTED,
+            handled=frozenset({"bootstrap.servers", "group.id", "isolation.level"}),
+        ),
     )

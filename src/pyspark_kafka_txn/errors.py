@@ -1,0 +1,67 @@
+"""The one exception tree of pyspark-kafka-txn.
+
+Every error the package raises outside the embedded broker is a :class:`KafkaTxnError`::
+
+    KafkaTxnError                      root of everything the package raises
+    ├── ConfigError (ValueError)       invalid option or input column; raised before any I/O
+    ├── RecordTooLargeError (ValueError) a record/batch above max.request.size
+    ├── ProtocolError                  undecodable frame, no API version both sides support
+    ├── KafkaConnectionError           connect/send/receive failed or timed out (retriable)
+    ├── AuthenticationError            the broker rejected our credentials (fatal)
+    ├── BrokerError                    a response carried a non-zero error code
+    │   └── TransactionError           the transaction cannot continue as is
+    │       └── ProducerFencedError    a newer producer owns the transactional id (fatal)
+    ├── DataLossError                  (reader) offsets deleted or a partition vanished
+    ├── CommitFailedError              (writer) the driver could not commit every task's
+    │                                  transaction of a batch; the restart rolls it forward
+    └── ConcurrentQueryError           (writer) another live query writes under the same
+                                       transactionalIdPrefix
+
+The protocol client's classes live in :mod:`pyspark_kafka_txn.client.errors` (the client
+must not import the rest of the package) and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from pyspark_kafka_txn.client.errors import (
+    AuthenticationError,
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTxnError,
+    ProducerFencedError,
+    ProtocolError,
+    RecordTooLargeError,
+    TransactionError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "BrokerError",
+    "CommitFailedError",
+    "ConcurrentQueryError",
+    "ConfigError",
+    "DataLossError",
+    "KafkaConnectionError",
+    "KafkaTxnError",
+    "ProducerFencedError",
+    "ProtocolError",
+    "RecordTooLargeError",
+    "TransactionError",
+]
+
+
+class DataLossError(KafkaTxnError):
+    """Offsets the query needs were deleted, or a topic or partition vanished."""
+
+
+class CommitFailedError(KafkaTxnError):
+    """Some transactions of a batch could not be committed (fenced or timed out).
+
+    The batch's decision record stands: after the query restarts from its checkpoint, the
+    partitions named in the message are written again and committed with the rest.
+    """
+
+
+class ConcurrentQueryError(KafkaTxnError):
+    """Another live streaming query writes with the same ``transactionalIdPrefix``."""

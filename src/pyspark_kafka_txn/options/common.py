@@ -1,0 +1,194 @@
+"""What every option parser shares: the case-insensitive view, value parsers, secrets.
+
+Spark hands a data source its options with the keys as the user wrote them (case kept, but
+matched case-insensitively). :class:`OptionView` looks names up case-insensitively and
+remembers the user's spelling, so an error names the option as it was written. Parsers take
+the view and the option's canonical name; none of them does I/O or imports pyspark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
+
+from pyspark_kafka_txn.errors import ConfigError
+
+__all__ = [
+    "KAFKA_PREFIX",
+    "OptionView",
+    "TopicPartition",
+    "is_secret",
+    "redact",
+]
+
+KAFKA_PREFIX = "kafka."
+
+_REDACTED = "*********(redacted)"
+_SECRET_MARKERS = ("password", "secret", "jaas", "token", "credential")
+
+
+class TopicPartition(NamedTuple):
+    """A topic-partition, usable as a dict key and picklable."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def is_secret(key: str) -> bool:
+    """Whether a (Kafka) option's value must never be shown.
+
+    Parameters
+    ----------
+    key
+        An option name, with or without the ``kafka.`` prefix.
+
+    Returns
+    -------
+    bool
+        True for SASL settings other than the mechanism, and for anything that looks like
+        a password, key, token or credential.
+    """
+    k = key.lower().removeprefix(KAFKA_PREFIX)
+    if k.startswith("sasl.") and k not in {"sasl.mechanism", "sasl.mechanisms"}:
+        return True
+    if k in {"ssl.key.pem", "ssl.certificate.pem", "ssl_key"}:
+        return True
+    return any(m in k for m in _SECRET_MARKERS)
+
+
+def redact(params: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``params`` with every secret value replaced.
+
+    Parameters
+    ----------
+    params
+        Option names to values.
+
+    Returns
+    -------
+    dict
+        The same keys; secret values replaced by a fixed marker.
+    """
+    return {k: (_REDACTED if is_secret(k) else v) for k, v in params.items()}
+
+
+class OptionView(Mapping[str, str]):
+    """Read-only, case-insensitive view of the options a user gave.
+
+    Parameters
+    ----------
+    options
+        The options as Spark passes them.
+
+    Examples
+    --------
+    >>> view = OptionView({"Kafka.Bootstrap.Servers": "h:9092"})
+    >>> view["kafka.bootstrap.servers"], view.spelled("kafka.bootstrap.servers")
+    ('h:9092', 'Kafka.Bootstrap.Servers')
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._values = {k.lower(): v for k, v in options.items()}
+        self._spelling = {k.lower(): k for k in options}
+
+    def __getitem__(self, key: str) -> str:
+        return self._values[key.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._values
+
+    def spelled(self, name: str) -> str:
+        """The option's name as the user wrote it (``name`` itself when not given)."""
+        return self._spelling.get(name.lower(), name)
+
+    def kafka(self) -> dict[str, str]:
+        """The ``kafka.*`` options with the prefix removed (keys lower-cased)."""
+        return {
+            k.removeprefix(KAFKA_PREFIX): v
+            for k, v in self._values.items()
+            if k.startswith(KAFKA_PREFIX)
+        }
+
+    # -- value parsers -----------------------------------------------------------------
+
+    def _invalid(self, name: str, value: str, must: str) -> ConfigError:
+        shown = "(redacted)" if is_secret(name) else f"'{value}'"
+        return ConfigError(f"Invalid value {shown} for option '{self.spelled(name)}', {must}")
+
+    def positive_int(self, name: str) -> int | None:
+        """A positive integer, or None when not given."""
+        value = self.get(name)
+        if value is None:
+            return None
+        try:
+            parsed = int(value.strip())
+        except ValueError:
+            parsed = 0
+        if parsed <= 0:
+            raise self._invalid(name, value, "must be a positive integer")
+        return parsed
+
+    def non_negative_int(self, name: str, default: int) -> int:
+        """A non-negative integer, ``default`` when not given."""
+        value = self.get(name)
+        if value is None:
+            return default
+        try:
+            parsed = int(value.strip())
+        except ValueError:
+            parsed = -1
+        if parsed < 0:
+            raise self._invalid(name, value, "must be a non-negative integer")
+        return parsed
+
+    def boolean(self, name: str, default: bool) -> bool:
+        """``true`` / ``false`` (any case), ``default`` when not given."""
+        value = self.get(name)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered not in {"true", "false"}:
+            raise self._invalid(name, value, "must be true or false")
+        return lowered == "true"
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        """One of ``choices`` (matched case-insensitively, returned lower-case)."""
+        value = self.get(name)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered not in choices:
+            raise self._invalid(name, value, "must be " + " or ".join(choices))
+        return lowered
+
+    def duration_ms(self, name: str, default: int) -> int:
+        """A Spark time string (``15m``, ``30s``, ``100ms``; a bare number is ms)."""
+        value = self.get(name)
+        if value is None:
+            return default
+        match = _DURATION.match(value)
+        if match is None:
+            raise self._invalid(name, value, "must be a duration such as '15m', '30s' or '500ms'")
+        return int(int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()])
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}

@@ -1,0 +1,246 @@
+"""ONE translation of the ``kafka.*`` options, shared by the reader and the writer.
+
+Users give ``kafka_txn`` the Java-client names they give Spark's built-in connector. Two
+consumers of those names exist here:
+
+* librdkafka (confluent-kafka), which reads: :func:`librdkafka_params` translates the names
+  librdkafka spells differently and drops the Java-only ones;
+* our own protocol client, which writes: :func:`client_options` keeps the security
+  settings (parsed by :class:`~pyspark_kafka_txn.client.security.SecurityConfig`) and the
+  producer settings the client knows.
+
+Both apply the same security rules (:func:`check_security`): the store-type rule of
+:func:`~pyspark_kafka_txn.client.security.check_store_types` and the JAAS translation. Errors
+name the option with its ``kafka.`` prefix, never a secret's value.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+
+from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, check_store_types
+from pyspark_kafka_txn.errors import ConfigError
+
+__all__ = [
+    "CONSUMER_ONLY",
+    "check_security",
+    "client_options",
+    "librdkafka_params",
+    "translate_jaas",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Java-client settings with no librdkafka counterpart that are safe to drop.
+_JAVA_ONLY = frozenset(
+    {
+        "max.poll.records",
+        "default.api.timeout.ms",
+        "partition.assignment.strategy",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.truststore.password",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "sasl.login.class",
+        "sasl.login.callback.handler.class",
+        "sasl.client.callback.handler.class",
+        "security.providers",
+        "auto.include.jmx.reporter",
+        "metric.reporters",
+    }
+)
+
+#: Java-client names that librdkafka spells differently.
+_RENAMED = {
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+}
+
+#: librdkafka consumer-only settings (kept out of an admin client's configuration).
+CONSUMER_ONLY = frozenset(
+    {
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.wait.max.ms",
+        "fetch.max.wait.ms",
+        "max.partition.fetch.bytes",
+        "fetch.message.max.bytes",
+        "queued.min.messages",
+        "queued.max.messages.kbytes",
+        "check.crcs",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "isolation.level",
+        "group.id",
+        "group.instance.id",
+        "client.rack",
+    }
+)
+
+_JAAS = re.compile(
+    r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s*(?P<args>.*?);?\s*$",
+    re.DOTALL,
+)
+_JAAS_ARG = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
+_UNESCAPE = re.compile(r"\\(.)")
+
+_MECHANISM_OF_MODULE = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
+    "org.apache.kafka.common.security.scram.ScramLoginModule": (
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-512",
+    ),
+}
+
+
+def translate_jaas(value: str) -> dict[str, str]:
+    """``sasl.jaas.config`` (PLAIN or SCRAM login module) → ``sasl.username``/``sasl.password``.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``kafka.sasl.jaas.config`` (never its value) for other login modules or a
+        configuration without both username and password.
+    """
+    match = _JAAS.match(value)
+    if match is None or match.group("module") not in _MECHANISM_OF_MODULE:
+        raise ConfigError(
+            "Option 'kafka.sasl.jaas.config' is not supported with this login module: only "
+            "PlainLoginModule and ScramLoginModule (username/password) translate to "
+            "librdkafka; give 'kafka.sasl.username' and 'kafka.sasl.password' otherwise"
+        )
+    args = {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+        for m in _JAAS_ARG.finditer(match.group("args"))
+    }
+    if "username" not in args or "password" not in args:
+        raise ConfigError("Option 'kafka.sasl.jaas.config' must set both username and password")
+    return {
+        "sasl.username": _UNESCAPE.sub(r"\1", args["username"]),
+        "sasl.password": _UNESCAPE.sub(r"\1", args["password"]),
+    }
+
+
+def check_security(raw: Mapping[str, str]) -> dict[str, str]:
+    """The security rules both translations share; returns the JAAS credentials, if any.
+
+    Parameters
+    ----------
+    raw
+        ``kafka.*`` options with the prefix removed.
+
+    Returns
+    -------
+    dict
+        ``sasl.username`` / ``sasl.password`` from ``sasl.jaas.config`` (empty without it).
+
+    Raises
+    ------
+    ConfigError
+        For a JKS/PKCS12 store, an untranslatable JAAS config, or a ``sasl.mechanism`` that
+        does not match the JAAS login module.
+    """
+    check_store_types(raw, prefix="kafka.")
+    jaas = raw.get("sasl.jaas.config")
+    if jaas is None:
+        return {}
+    credentials = translate_jaas(jaas)
+    if "sasl.mechanism" in raw:
+        match = _JAAS.match(jaas)
+        assert match is not None  # translate_jaas accepted it
+        if raw["sasl.mechanism"].upper() not in _MECHANISM_OF_MODULE[match.group("module")]:
+            raise ConfigError(
+                "Option 'kafka.sasl.mechanism' does not match the login module of "
+                "'kafka.sasl.jaas.config'"
+            )
+    return credentials
+
+
+def librdkafka_params(
+    raw: Mapping[str, str],
+    *,
+    rejected: Mapping[str, str],
+    handled: frozenset[str],
+) -> dict[str, str]:
+    """Translate ``kafka.*`` options (prefix removed) into librdkafka's names.
+
+    Parameters
+    ----------
+    raw
+        ``kafka.*`` options with the prefix removed.
+    rejected
+        Names the caller refuses, with the message to raise.
+    handled
+        Names the caller sets itself (left out of the result).
+
+    Returns
+    -------
+    dict
+        librdkafka configuration.
+    """
+    credentials = check_security(raw)
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if key in rejected:
+            raise ConfigError(rejected[key])
+        if key in handled:
+            continue
+        if key in _JAVA_ONLY:
+            logger.warning("Kafka option 'kafka.%s' has no librdkafka counterpart; ignored", key)
+            continue
+        if key == "sasl.jaas.config":
+            out.update(credentials)
+        elif key == "ssl.truststore.location":
+            out["ssl.ca.location"] = value
+        elif key == "ssl.endpoint.identification.algorithm":
+            out[key] = value if value else "none"
+        else:
+            out[_RENAMED.get(key, key)] = value
+    return out
+
+
+def client_options(
+    raw: Mapping[str, str], *, producer_options: frozenset[str], ignored: frozenset[str]
+) -> dict[str, str]:
+    """The ``kafka.*`` options our protocol client takes (prefix removed).
+
+    Parameters
+    ----------
+    raw
+        ``kafka.*`` options with the prefix removed.
+    producer_options
+        Producer setting names the caller passes on (besides the security ones).
+    ignored
+        Names accepted and dropped with a warning (Java/librdkafka tuning with no
+        counterpart in our client).
+
+    Returns
+    -------
+    dict
+        Security and producer settings, ready for ``ProducerConfig.from_options``.
+
+    Raises
+    ------
+    ConfigError
+        For a name the client does not know (named with its ``kafka.`` prefix) and for
+        the shared security rules of :func:`check_security`.
+    """
+    check_security(raw)
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if key in SECURITY_OPTIONS or key in producer_options:
+            out[key] = value
+        elif key in ignored or key in _JAVA_ONLY:
+            logger.warning("Kafka option 'kafka.%s' is not used by the kafka_txn writer", key)
+        else:
+            raise ConfigError(
+                f"Option 'kafka.{key}' is not a producer setting the kafka_txn writer "
+                "understands (see docs/writer.md for the supported kafka.* options)"
+            )
+    return out

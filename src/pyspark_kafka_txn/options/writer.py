@@ -1,0 +1,275 @@
+"""Writer options: parsed and validated once, on the driver, into a frozen dataclass.
+
+Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``,
+``kafka.*`` producer settings) plus the exactly-once settings of ``docs/writer.md``.
+``kafka.*`` settings go to our protocol client through the shared translation of
+:mod:`pyspark_kafka_txn.options.kafka`. Nothing here does I/O, imports pyspark or kio.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.common import OptionView, redact
+from pyspark_kafka_txn.options.kafka import client_options
+from pyspark_kafka_txn.options.registry import known_names
+
+if TYPE_CHECKING:
+    from pyspark_kafka_txn.client.producer import ProducerConfig
+    from pyspark_kafka_txn.client.security import SecurityConfig
+
+__all__ = [
+    "DEFAULT_TRANSACTIONAL_ID_PREFIX",
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "WriterOptions",
+    "parse_writer_options",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "spark-kafka-txn-"
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.timeout.ms
+DEFAULT_LINGERING_TIMEOUT_MS = 60_000
+EXACTLY_ONCE = "exactly_once"
+AT_LEAST_ONCE = "at_least_once"
+
+#: ``kafka.*`` producer settings passed to our client (names as ProducerConfig takes them).
+_PRODUCER_OPTIONS = frozenset(
+    {
+        "compression.type",
+        "batch.size",
+        "linger.ms",
+        "max.request.size",
+        "request.timeout.ms",
+        "delivery.timeout.ms",
+        "max.in.flight.requests.per.connection",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "client.id",
+        "transaction.version",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+    }
+)
+
+#: Accepted, with a warning, and not used: tuning of other clients.
+_IGNORED = frozenset(
+    {
+        "buffer.memory",
+        "max.block.ms",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "connections.max.idle.ms",
+        "receive.buffer.bytes",
+        "send.buffer.bytes",
+        "partitioner.class",
+        "partitioner.ignore.keys",
+    }
+)
+
+#: Settings the writer controls itself, with the reason given when a user sets them.
+_REJECTED = {
+    "key.serializer": (
+        "Kafka option 'kafka.key.serializer' is not supported, as keys are serialized with "
+        "ByteArraySerializer. Use DataFrame operations to explicitly serialize the keys "
+        "into either strings or byte arrays."
+    ),
+    "value.serializer": (
+        "Kafka option 'kafka.value.serializer' is not supported, as values are serialized "
+        "with ByteArraySerializer. Use DataFrame operations to explicitly serialize the "
+        "values into either strings or byte arrays."
+    ),
+    "transactional.id": (
+        "Kafka option 'kafka.transactional.id' is not supported: the writer derives one "
+        "transactional id per Spark partition from the option 'transactionalIdPrefix' and "
+        "the query id"
+    ),
+    "interceptor.classes": (
+        "Kafka option 'kafka.interceptor.classes' is not supported. Writing to Kafka with "
+        "producer interceptors is not supported."
+    ),
+}
+
+#: Settings whose only acceptable value is the one transactions require.
+_FIXED = {
+    "enable.idempotence": ("true",),
+    "acks": ("all", "-1"),
+}
+
+_PREFIX = re.compile(r"^[A-Za-z0-9._\-]*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriterOptions:
+    """Every writer option, validated. Picklable: this is what reaches the executors.
+
+    Attributes
+    ----------
+    bootstrap_servers
+        ``kafka.bootstrap.servers``.
+    topic
+        The ``topic`` option (wins over a ``topic`` column), or None.
+    transactional_id_prefix
+        ``transactionalIdPrefix``.
+    exactly_once
+        ``deliveryGuarantee=exactly_once`` (True) or ``at_least_once``.
+    transaction_timeout_ms
+        ``kafka.transaction.timeout.ms`` as given, or None for the default (capped by the
+        broker's ``transaction.max.timeout.ms`` at the start of the query).
+    two_phase_commit
+        ``kafka.transaction.two.phase.commit.enable``: ``auto``, ``true`` or ``false``.
+    lingering_timeout_ms
+        ``lingeringTransactionTimeout``.
+    client_options
+        The ``kafka.*`` settings for our protocol client (security and producer tuning;
+        prefix removed). Redacted in ``repr``.
+    """
+
+    bootstrap_servers: str
+    topic: str | None = None
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    exactly_once: bool = True
+    transaction_timeout_ms: int | None = None
+    two_phase_commit: str = "auto"
+    lingering_timeout_ms: int = DEFAULT_LINGERING_TIMEOUT_MS
+    client_options: Mapping[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={redact(value) if name == 'client_options' else value!r}"
+            for name, value in ((name, getattr(self, name)) for name in self.__dataclass_fields__)
+        )
+        return f"WriterOptions({shown})"
+
+    __str__ = __repr__
+
+    def security(self) -> SecurityConfig:
+        """TLS/SASL settings of every connection the writer opens."""
+        from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
+
+        return SecurityConfig.from_options(
+            {k: v for k, v in self.client_options.items() if k in SECURITY_OPTIONS}
+        )
+
+    def producer_config(self, transactional_id: str, timeout_ms: int) -> ProducerConfig:
+        """The producer configuration of one Spark partition's transactional id.
+
+        Parameters
+        ----------
+        transactional_id
+            ``{prefix}{queryId}-{partition}``.
+        timeout_ms
+            The transaction timeout in effect (resolved on the driver).
+        """
+        from pyspark_kafka_txn.client.producer import ProducerConfig
+
+        given: dict[str, str | int] = {
+            "transaction.version": "0",
+            **self.client_options,
+            "bootstrap.servers": self.bootstrap_servers,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": timeout_ms,
+            "transaction.two.phase.commit.enable": self.two_phase_commit,
+        }
+        return ProducerConfig.from_options(given)
+
+
+def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
+    """Validate the options of a ``kafka_txn`` write.
+
+    Parameters
+    ----------
+    options
+        The options as Spark passes them (keys are matched case-insensitively).
+
+    Returns
+    -------
+    WriterOptions
+        The validated, picklable options.
+
+    Raises
+    ------
+    ConfigError
+        When an option is missing or invalid; the message names the option as the user
+        wrote it (and never shows a secret).
+    """
+    opts = OptionView(options)
+    known = known_names("writer") | {"path", "checkpointlocation"}
+    for key in opts:
+        if not key.startswith("kafka.") and key not in known:
+            logger.debug("Ignoring option '%s' unknown to the kafka_txn writer", key)
+
+    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise ConfigError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
+        )
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise ConfigError(f"Option '{opts.spelled('topic')}' must not be empty")
+    prefix = opts.get("transactionalIdPrefix", DEFAULT_TRANSACTIONAL_ID_PREFIX)
+    if not _PREFIX.match(prefix):
+        raise ConfigError(
+            f"Invalid value '{prefix}' for option '{opts.spelled('transactionalIdPrefix')}', "
+            "must contain only ASCII letters, digits, '.', '_' and '-'"
+        )
+    delivery = opts.choice("deliveryGuarantee", (EXACTLY_ONCE, AT_LEAST_ONCE), EXACTLY_ONCE)
+    two_phase = opts.choice(
+        "kafka.transaction.two.phase.commit.enable", ("auto", "true", "false"), "auto"
+    )
+    timeout = opts.positive_int("kafka.transaction.timeout.ms")
+    opts.boolean("includeHeaders", False)  # validated; a headers column is always written
+
+    raw = opts.kafka()
+    for key, reason in _REJECTED.items():
+        if key in raw:
+            raise ConfigError(reason)
+    for key, allowed in _FIXED.items():
+        if key in raw:
+            if raw[key].strip().lower() not in allowed:
+                raise ConfigError(
+                    f"Invalid value '{raw[key]}' for option '{opts.spelled('kafka.' + key)}': "
+                    f"transactions require {allowed[0]}"
+                )
+            del raw[key]
+    for key in (
+        "bootstrap.servers",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+    ):
+        raw.pop(key, None)
+    client = client_options(raw, producer_options=_PRODUCER_OPTIONS, ignored=_IGNORED)
+    for key in sorted(_PRODUCER_OPTIONS & client.keys() - {"compression.type", "client.id"}):
+        opts.non_negative_int(f"kafka.{key}", 0)  # an integer, named as the user wrote it
+    written = WriterOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic.strip() if topic is not None else None,
+        transactional_id_prefix=prefix,
+        exactly_once=delivery == EXACTLY_ONCE,
+        transaction_timeout_ms=timeout,
+        two_phase_commit=two_phase,
+        lingering_timeout_ms=opts.duration_ms(
+            "lingeringTransactionTimeout", DEFAULT_LINGERING_TIMEOUT_MS
+        ),
+        client_options=client,
+    )
+    # Build one producer configuration now, so a bad kafka.* value fails at query start.
+    try:
+        written.producer_config(f"{prefix}check", timeout or DEFAULT_TRANSACTION_TIMEOUT_MS)
+    except ConfigError as exc:
+        raise ConfigError(_with_prefix(str(exc))) from None
+    return written
+
+
+def _with_prefix(message: str) -> str:
+    """Name client option names in an error the way the user wrote them (``kafka.…``)."""
+    for key in sorted(_PRODUCER_OPTIONS, key=len, reverse=True):
+        if key in message and f"kafka.{key}" not in message:
+            return message.replace(key, f"kafka.{key}", 1)
+    return message

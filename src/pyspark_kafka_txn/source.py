@@ -1,4 +1,4 @@
-"""The ``kafka_txn`` PySpark data source (reads now; the transactional writer comes next).
+"""The ``kafka_txn`` PySpark data source: a read_committed reader and an exactly-once writer.
 
 Use it exactly like Spark's built-in Kafka source, with ``format("kafka_txn")``::
 
@@ -7,6 +7,12 @@ Use it exactly like Spark's built-in Kafka source, with ``format("kafka_txn")``:
         .option("subscribe", "events")
         .load()
 
+    df.writeStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", "host:9092")
+        .option("topic", "out")
+        .option("checkpointLocation", "/chk")
+        .start()
+
 Installing the package registers the source (Spark auto-registers modules named
 ``pyspark_*`` that expose ``DefaultSource``); ``spark.dataSource.register(KafkaTxnDataSource)``
 works too.
@@ -14,10 +20,16 @@ works too.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
-from pyspark_kafka_txn.client.errors import ConfigError
+from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options import parse_reader_options
 from pyspark_kafka_txn.reader import KafkaBatchReader, KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
@@ -84,3 +96,15 @@ class KafkaTxnDataSource(DataSource):
         """A micro-batch reader (``spark.readStream``); options are validated here."""
         self._check_schema(schema)
         return KafkaStreamReader(parse_reader_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """An exactly-once batch writer (``df.write``); options and columns checked here."""
+        from pyspark_kafka_txn.writer.sink import KafkaBatchWriter
+
+        return KafkaBatchWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        """An exactly-once micro-batch writer (``df.writeStream``)."""
+        from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
+
+        return KafkaStreamWriter(dict(self.options), schema)

@@ -5,7 +5,9 @@
 * :func:`list_transactions` / :func:`describe_transactions` (find lingering transactions:
   ListTransactions goes to every broker, each coordinating a share of the ids);
 * :func:`fetch_offsets` (OffsetFetch with RequireStable; UNSTABLE_OFFSET_COMMIT, i.e. a
-  transactional offset commit still pending, is retried until it settles).
+  transactional offset commit still pending, is retried until it settles);
+* :func:`commit_offsets` (OffsetCommit outside any group generation: the writer's durable
+  commit decision).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "CommittedOffset",
     "TransactionDescription",
     "TransactionListing",
+    "commit_offsets",
     "create_topics",
     "describe_broker_configs",
     "describe_transactions",
@@ -32,6 +35,7 @@ __all__ = [
     "list_transactions",
 ]
 
+OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 CREATE_TOPICS = 19
 DESCRIBE_CONFIGS = 32
@@ -215,32 +219,38 @@ def describe_transactions(
 def fetch_offsets(
     cluster: ClusterClient,
     group_id: str,
-    partitions: Iterable[tuple[str, int]],
+    partitions: Iterable[tuple[str, int]] | None,
     *,
     require_stable: bool = True,
 ) -> dict[tuple[str, int], CommittedOffset]:
-    """OffsetFetch (v7 or lower) of ``partitions`` for ``group_id``.
+    """OffsetFetch (v7 or lower) of ``partitions`` (None: every committed one) of a group.
 
     With ``require_stable`` a partition with a pending transactional offset answers
     UNSTABLE_OFFSET_COMMIT, which is retried until the transaction ends (or time runs out).
     """
-    by_topic: dict[str, list[int]] = {}
-    for topic, part in partitions:
-        by_topic.setdefault(topic, []).append(part)
+    by_topic: dict[str, list[int]] | None = None
+    if partitions is not None:
+        by_topic = {}
+        for topic, part in partitions:
+            by_topic.setdefault(topic, []).append(part)
 
     def call(conn: Connection) -> dict[tuple[str, int], CommittedOffset]:
         version = conn.version(OFFSET_FETCH, 1, 7)
         if require_stable and version < 7:
             raise BrokerError(ErrorCode.unsupported_version, "OffsetFetch with RequireStable")
-        topics = tuple(
-            request_entity(
-                OFFSET_FETCH,
-                version,
-                "OffsetFetchRequestTopic",
-                name=t,
-                partition_indexes=tuple(sorted(ps)),
+        topics = (
+            None
+            if by_topic is None
+            else tuple(
+                request_entity(
+                    OFFSET_FETCH,
+                    version,
+                    "OffsetFetchRequestTopic",
+                    name=t,
+                    partition_indexes=tuple(sorted(ps)),
+                )
+                for t, ps in by_topic.items()
             )
-            for t, ps in by_topic.items()
         )
         body = conn.request(
             OFFSET_FETCH, version, group_id=group_id, topics=topics, require_stable=require_stable
@@ -259,6 +269,69 @@ def fetch_offsets(
         return out
 
     return cluster.coordinator_call(GROUP, group_id, "OffsetFetch", call)
+
+
+def commit_offsets(
+    cluster: ClusterClient,
+    group_id: str,
+    offsets: Mapping[tuple[str, int], tuple[int, str | None]],
+) -> None:
+    """OffsetCommit (v5-8) for a group without members (generation -1, no member id).
+
+    Parameters
+    ----------
+    offsets
+        ``(topic, partition) -> (offset, metadata)``; the partitions must exist and each
+        metadata must fit the broker's ``offset.metadata.max.bytes`` (4096 by default).
+
+    Raises
+    ------
+    BrokerError
+        The first partition's error (e.g. OFFSET_METADATA_TOO_LARGE,
+        UNKNOWN_TOPIC_OR_PARTITION); retriable ones are retried first.
+    """
+    by_topic: dict[str, list[tuple[int, int, str | None]]] = {}
+    for (topic, part), (offset, metadata) in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append((part, offset, metadata))
+
+    def call(conn: Connection) -> None:
+        version = conn.version(OFFSET_COMMIT, 5, 8)  # v5+: no retention field
+        topics = tuple(
+            request_entity(
+                OFFSET_COMMIT,
+                version,
+                "OffsetCommitRequestTopic",
+                name=t,
+                partitions=tuple(
+                    request_entity(
+                        OFFSET_COMMIT,
+                        version,
+                        "OffsetCommitRequestPartition",
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=-1,
+                        committed_metadata=m,
+                    )
+                    for p, o, m in ps
+                ),
+            )
+            for t, ps in by_topic.items()
+        )
+        body = conn.request(
+            OFFSET_COMMIT,
+            version,
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=topics,
+        )
+        for topic in body.topics:
+            for res in topic.partitions:
+                if res.error_code != ErrorCode.none:
+                    raise BrokerError(res.error_code, f"OffsetCommit({group_id!r}, {topic.name})")
+
+    cluster.coordinator_call(GROUP, group_id, "OffsetCommit", call)
 
 
 @dataclass(frozen=True, slots=True)

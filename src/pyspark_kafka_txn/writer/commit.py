@@ -1,0 +1,209 @@
+"""The driver side: ``commit()`` and ``abort()`` of one batch, and lingering transactions.
+
+``commit(messages, B)``:
+
+1. handles = the recorded handles of a decision for ``B`` (a replay) updated with the
+   fresh and pending handles of the messages;
+2. the decision ``(B, handles)`` is recorded durably (unless the same one already is)
+   **before** the first EndTxn;
+3. EndTxn(commit) for every handle, pipelined per coordinator; EndTxn is idempotent, so
+   handles a crashed earlier ``commit()`` already ended commit again without harm;
+4. a handle that cannot be committed (fenced, timed out) fails the commit loudly with
+   :class:`CommitFailedError` naming the partitions: the decision stands, and after the
+   restart those partitions find neither a committed marker nor an open transaction and
+   write again.
+
+Then transactions left open under the prefix by *other* query ids are dealt with (see
+:func:`abort_lingering`).
+
+``abort(messages, B)``: without a decision for ``B``, EndTxn(abort) for the fresh
+handles; with one (``commit()`` failed after deciding), nothing: the decision stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import end_transactions
+from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError, KafkaTxnError
+from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision, write_decision
+from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.lingering import (
+    OpenTransaction,
+    abort_open_transaction,
+    find_open_transactions,
+)
+from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage
+from pyspark_kafka_txn.writer.task import connect
+
+__all__ = ["abort_batch", "abort_lingering", "commit_batch"]
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+
+
+def _present(messages: Sequence[object | None]) -> list[TaskMessage]:
+    return [m for m in messages if isinstance(m, TaskMessage)]
+
+
+def commit_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
+    """Commit every task's transaction of ``batch`` (see the module docstring).
+
+    Raises
+    ------
+    CommitFailedError
+        Naming the Spark partitions whose transactions could not be committed.
+    """
+    present = _present(messages)
+    if not present:
+        return
+    query_id = present[0].query_id
+    prefix = options.transactional_id_prefix
+    started = time.monotonic()
+    with connect(options) as cluster:
+        if options.exactly_once:
+            _commit(cluster, options, query_id, batch, present)
+        abort_lingering(cluster, options, query_id)
+    log.info(
+        "batch %d of %s committed: %d rows from %d tasks in %.0f ms",
+        batch,
+        f"{prefix}{query_id}",
+        sum(m.rows for m in present),
+        len(present),
+        (time.monotonic() - started) * 1000,
+    )
+
+
+def _commit(
+    cluster: ClusterClient,
+    options: WriterOptions,
+    query_id: str,
+    batch: int,
+    present: list[TaskMessage],
+) -> None:
+    prefix = options.transactional_id_prefix
+    recorded = read_decision(cluster, prefix, query_id, batch=batch)
+    same_batch = recorded is not None and recorded.batch == batch
+    handles: dict[int, Handle] = dict(recorded.handles) if recorded and same_batch else {}
+    for m in present:
+        if m.kind in (FRESH, PENDING) and m.handle is not None:
+            handles[m.partition] = m.handle
+    if not handles:
+        return
+    if not same_batch or recorded is None or dict(recorded.handles) != handles:
+        anchor = next((m.anchor for m in present if m.anchor is not None), None)
+        if anchor is None and recorded is not None:
+            anchor = recorded.anchor
+        if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
+            raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
+        write_decision(cluster, prefix, query_id, batch, handles, anchor, recorded)
+    results = end_transactions(
+        cluster, [h.prepared(prefix, query_id) for h in handles.values()], commit=True
+    )
+    failed = {
+        partition: result
+        for partition, handle in sorted(handles.items())
+        if isinstance(result := results[handle.prepared(prefix, query_id).transactional_id],
+                      Exception)
+    }  # fmt: skip
+    if failed:
+        detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
+        raise CommitFailedError(
+            f"Batch {batch} of query {query_id}: the transactions of Spark partitions "
+            f"{sorted(failed)} could not be committed ({detail}). The commit decision is "
+            "recorded: restart the query from its checkpoint and these partitions are "
+            "written again and committed with the rest; nothing becomes visible twice."
+        )
+
+
+def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
+    """Abort the fresh transactions of ``batch`` unless a decision to commit it stands."""
+    present = _present(messages)
+    if not present or not options.exactly_once:
+        return
+    query_id = present[0].query_id
+    prefix = options.transactional_id_prefix
+    with connect(options) as cluster:
+        decision = read_decision(cluster, prefix, query_id, batch=batch)
+        if decision is not None and decision.batch == batch:
+            log.warning(
+                "batch %d of %s was decided before the failure: not aborted; the restart "
+                "rolls the decision forward",
+                batch,
+                query_id,
+            )
+            return
+        fresh = [
+            m.handle.prepared(prefix, query_id) for m in present if m.kind == FRESH and m.handle
+        ]
+        for tid, result in end_transactions(cluster, fresh, commit=False).items():
+            if isinstance(result, Exception):
+                log.warning(
+                    "abort of %s failed (its next InitProducerId aborts it): %s", tid, result
+                )
+
+
+def abort_lingering(cluster: ClusterClient, options: WriterOptions, query_id: str) -> None:
+    """Abort transactions other query ids left open under the prefix; report live ones.
+
+    A transaction under ``transactionalIdPrefix`` that belongs to another query id and
+    has been open for ``lingeringTransactionTimeout`` is left over by a query that is
+    gone (e.g. restarted with a new checkpoint): it pins the LSO of its partitions, so it
+    is aborted. A younger one is watched until it is that old (then aborted) or until its
+    query records a new commit decision — a second *live* query on the same prefix, which
+    is reported with :class:`ConcurrentQueryError`, never fenced.
+    """
+    prefix = options.transactional_id_prefix
+    foreign = [
+        t
+        for t in find_open_transactions(cluster, prefix)
+        if query_of(prefix, t.transactional_id) not in (None, query_id)
+    ]
+    if not foreign:
+        return
+    limit = options.lingering_timeout_ms
+    decided: dict[str, Decision | None] = {}
+    for txn in foreign:
+        other = query_of(prefix, txn.transactional_id)
+        assert other is not None
+        if other not in decided:
+            decided[other] = read_decision(cluster, prefix, other, batch=-1)
+    deadline = time.monotonic() + limit / 1000 + 5
+    pending: list[OpenTransaction] = list(foreign)
+    while pending:
+        still: list[OpenTransaction] = []
+        for txn in pending:
+            other = query_of(prefix, txn.transactional_id)
+            assert other is not None
+            if txn.age_ms() >= limit:
+                log.warning(
+                    "aborting lingering transaction %s (producer %d, epoch %d, open %d ms, "
+                    "state %s) left by query %s",
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    txn.age_ms(),
+                    txn.state,
+                    other,
+                )
+                abort_open_transaction(cluster, txn)
+                continue
+            now = read_decision(cluster, prefix, other, batch=-1)
+            before = decided[other]
+            if now is not None and (before is None or now.time_ms != before.time_ms):
+                raise ConcurrentQueryError(
+                    f"Another live query ({other}) writes with transactionalIdPrefix "
+                    f"'{prefix}' besides this one ({query_id}): give each query its own "
+                    "'transactionalIdPrefix' (transactions of the other query are left alone)"
+                )
+            still.append(txn)
+        pending = still
+        if pending:
+            if time.monotonic() > deadline:  # pragma: no cover - bounded by the age check
+                break
+            time.sleep(_POLL_S)

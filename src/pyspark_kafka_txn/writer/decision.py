@@ -1,0 +1,173 @@
+"""The driver's durable commit decision, kept in Kafka as committed group offsets.
+
+Before the first EndTxn of batch ``B`` the driver records ``(B, handles)``, where a handle
+is ``(Spark partition, producer id, epoch, transaction version)`` of a prepared
+transaction. Once recorded, the outcome of ``B`` is *commit*, whatever crashes afterwards:
+a replay of ``B`` finds the record and rolls it forward (see ``docs/writer.md``).
+
+Storage, with no topic of its own: OffsetCommit (outside any group generation) to groups
+named after the query. Offset metadata is limited to ``offset.metadata.max.bytes`` (4096
+by default), so the handle list is cut into chunks of at most :data:`CHUNK_CHARS`, each the
+metadata of ``{prefix}{Q}-decision-{slot}-{k}``; the header (batch, chunk count, checksum,
+slot, time) is written to ``{prefix}{Q}-decision`` **last**. Two slots alternate, so a
+crash while a new decision's chunks are written leaves the previous header pointing at
+intact chunks. Every entry is committed for an existing partition of an output topic (the
+*anchor*), as Kafka requires; the offset is the batch id.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark_kafka_txn.client.admin import commit_offsets, fetch_offsets
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import PreparedTransaction
+from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.writer.ids import decision_group, transactional_id
+
+__all__ = ["CHUNK_CHARS", "Decision", "Handle", "read_decision", "write_decision"]
+
+CHUNK_CHARS = 4000
+_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """A prepared transaction of one Spark partition: what ends it from anywhere."""
+
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    transaction_version: int
+
+    def prepared(self, prefix: str, query_id: str) -> PreparedTransaction:
+        """The client's handle of this transaction."""
+        return PreparedTransaction(
+            transactional_id(prefix, query_id, self.partition),
+            self.producer_id,
+            self.producer_epoch,
+            self.transaction_version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A recorded decision to commit ``handles`` as batch ``batch``."""
+
+    batch: int
+    handles: Mapping[int, Handle]
+    slot: int
+    anchor: tuple[str, int]
+    time_ms: int
+
+
+def _encode(handles: Mapping[int, Handle]) -> str:
+    return ",".join(
+        f"{h.partition}:{h.producer_id}:{h.producer_epoch}:{h.transaction_version}"
+        for _, h in sorted(handles.items())
+    )
+
+
+def _decode(text: str) -> dict[int, Handle]:
+    out: dict[int, Handle] = {}
+    for item in filter(None, text.split(",")):
+        p, pid, epoch, tv = (int(x) for x in item.split(":"))
+        out[p] = Handle(p, pid, epoch, tv)
+    return out
+
+
+def _chunk_group(prefix: str, query_id: str, slot: int, chunk: int) -> str:
+    return f"{decision_group(prefix, query_id)}-{slot}-{chunk}"
+
+
+def read_decision(
+    cluster: ClusterClient, prefix: str, query_id: str, *, batch: int | None = None
+) -> Decision | None:
+    """The query's last recorded decision, or None if it never recorded one.
+
+    Parameters
+    ----------
+    batch
+        When given, the handle list is read only if the last decision is for this batch
+        (otherwise the returned decision has no handles): the common case costs one
+        OffsetFetch.
+
+    Raises
+    ------
+    KafkaTxnError
+        If the record is unreadable (its chunks do not match the header's checksum).
+    """
+    entries = fetch_offsets(cluster, decision_group(prefix, query_id), None, require_stable=False)
+    best: tuple[tuple[int, int], dict[str, int], tuple[str, int]] | None = None
+    for tp, committed in entries.items():
+        if committed.offset < 0 or not committed.metadata:
+            continue
+        try:
+            header = json.loads(committed.metadata)
+        except ValueError:
+            continue
+        if not isinstance(header, dict) or header.get("f") != _FORMAT:
+            continue
+        key = (int(header["b"]), int(header["t"]))
+        if best is None or key > best[0]:
+            best = (key, header, tp)
+    if best is None:
+        return None
+    (decided, time_ms), header, anchor = best
+    slot = int(header["s"])
+    if batch is not None and decided != batch:
+        return Decision(decided, {}, slot, anchor, time_ms)
+    parts = []
+    for k in range(1, int(header["n"]) + 1):
+        chunk = fetch_offsets(
+            cluster, _chunk_group(prefix, query_id, slot, k), [anchor], require_stable=False
+        ).get(anchor)
+        parts.append(
+            (chunk.metadata or "") if chunk is not None and chunk.offset == decided else ""
+        )
+    text = "".join(parts)
+    if zlib.crc32(text.encode()) != int(header["c"]):
+        raise KafkaTxnError(
+            f"The commit decision of query {query_id} for batch {decided} is unreadable "
+            f"(group {decision_group(prefix, query_id)}: its chunks do not match the header)"
+        )
+    return Decision(decided, _decode(text), slot, anchor, time_ms)
+
+
+def write_decision(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    batch: int,
+    handles: Mapping[int, Handle],
+    anchor: tuple[str, int],
+    previous: Decision | None,
+) -> Decision:
+    """Record durably that batch ``batch`` commits ``handles``; header last.
+
+    Parameters
+    ----------
+    anchor
+        An existing output partition to commit the entries for.
+    previous
+        The decision read before (its slot is not overwritten).
+    """
+    slot = 1 - previous.slot if previous is not None else 0
+    text = _encode(handles)
+    chunks = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
+    for k, chunk in enumerate(chunks, start=1):
+        commit_offsets(cluster, _chunk_group(prefix, query_id, slot, k), {anchor: (batch, chunk)})
+    now = int(time.time() * 1000)
+    if previous is not None and previous.time_ms >= now:
+        now = previous.time_ms + 1  # the header with the larger (batch, time) wins
+    header = json.dumps(
+        {"f": _FORMAT, "b": batch, "n": len(chunks), "s": slot, "t": now,
+         "c": zlib.crc32(text.encode())},
+        separators=(",", ":"),
+    )  # fmt: skip
+    commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
+    return Decision(batch, dict(handles), slot, anchor, now)

@@ -1,0 +1,51 @@
+"""The commit message a write task sends to the driver."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from pyspark_kafka_txn.writer.decision import Handle
+
+__all__ = ["COMMITTED", "EMPTY", "FRESH", "PENDING", "Kind", "TaskMessage"]
+
+Kind = Literal["fresh", "pending", "committed", "empty"]
+#: A transaction prepared by this attempt: the driver records and commits it.
+FRESH: Kind = "fresh"
+#: The batch was decided before; the recorded transaction is still open: commit it.
+PENDING: Kind = "pending"
+#: Nothing to do: the partition's batch is already committed (or, at least once, the task
+#: committed its own transaction).
+COMMITTED: Kind = "committed"
+#: The task had no rows.
+EMPTY: Kind = "empty"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMessage(WriterCommitMessage):
+    """What one task tells the driver. Never holds a secret.
+
+    Attributes
+    ----------
+    query_id, batch, partition
+        Who wrote (the streaming query id or the batch job's id; the batch id; the Spark
+        partition).
+    kind
+        :data:`FRESH`, :data:`PENDING`, :data:`COMMITTED` or :data:`EMPTY`.
+    handle
+        The prepared transaction (fresh, pending).
+    rows
+        Rows written by this attempt.
+    anchor
+        An output partition the task wrote to (where the decision can be recorded).
+    """
+
+    query_id: str
+    batch: int
+    partition: int
+    kind: Kind
+    handle: Handle | None = None
+    rows: int = 0
+    anchor: tuple[str, int] | None = None

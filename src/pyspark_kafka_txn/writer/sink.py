@@ -1,0 +1,144 @@
+"""Spark's writer interfaces mapped onto the two-phase commit of this package.
+
+* :class:`KafkaStreamWriter` (``df.writeStream.format("kafka_txn")``): each task's
+  ``write()`` prepares a transaction, the driver's ``commit(messages, batchId)`` records the
+  decision and commits them all, ``abort()`` aborts them (``writer/commit.py``).
+* :class:`KafkaBatchWriter` (``df.write.format("kafka_txn")``): the same protocol with a
+  job id generated on the driver instead of the query id, and batch id 0.
+
+Both are created on the driver (options parsed, input columns checked, the transaction
+timeout resolved against the broker) and pickled to the executors; sockets are opened only
+inside ``write()`` / ``commit()`` / ``abort()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from pyspark_kafka_txn.client.admin import describe_broker_configs
+from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.options.writer import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    WriterOptions,
+    parse_writer_options,
+)
+from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
+from pyspark_kafka_txn.writer.schema import check_input_schema
+from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "resolve_timeout"]
+
+log = logging.getLogger(__name__)
+
+_MAX_TIMEOUT = "transaction.max.timeout.ms"
+
+
+def resolve_timeout(options: WriterOptions) -> int:
+    """The transaction timeout to use: the option, or the default capped by the broker.
+
+    Raises
+    ------
+    ConfigError
+        If ``kafka.transaction.timeout.ms`` exceeds the broker's
+        ``transaction.max.timeout.ms`` (InitProducerId would fail in every task).
+    """
+    try:
+        with connect(options) as cluster:
+            value = describe_broker_configs(cluster, [_MAX_TIMEOUT]).get(_MAX_TIMEOUT)
+        broker_max = int(value) if value is not None else None
+    except KafkaTxnError as exc:  # e.g. no DescribeConfigs permission
+        log.warning("could not read the broker's %s (%s); not checked", _MAX_TIMEOUT, exc)
+        broker_max = None
+    if options.transaction_timeout_ms is None:
+        default = DEFAULT_TRANSACTION_TIMEOUT_MS if broker_max is not None else 60_000
+        return min(default, broker_max) if broker_max is not None else default
+    if broker_max is not None and options.transaction_timeout_ms > broker_max:
+        raise ConfigError(
+            f"Option 'kafka.transaction.timeout.ms' ({options.transaction_timeout_ms}) exceeds "
+            f"the broker's {_MAX_TIMEOUT} ({broker_max})"
+        )
+    return options.transaction_timeout_ms
+
+
+def _task(query_id: str | None) -> TaskIdentity:
+    ctx = TaskContext.get()
+    if ctx is None:  # pragma: no cover - write() always runs in a Spark task
+        raise KafkaTxnError("kafka_txn write() must run inside a Spark task")
+    query = query_id or ctx.getLocalProperty("sql.streaming.queryId")
+    if not query:  # pragma: no cover - Spark sets it for every streaming batch
+        raise KafkaTxnError("no streaming query id in the task's local properties")
+    batch = ctx.getLocalProperty("streaming.sql.batchId") if query_id is None else "0"
+    return TaskIdentity(query, int(batch or 0), ctx.partitionId(), ctx.attemptNumber())
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """Exactly-once micro-batch writer (see the module docstring).
+
+    Parameters
+    ----------
+    options
+        The data source options as Spark passes them.
+    schema
+        The input DataFrame's schema (checked here, at query start).
+    """
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = parse_writer_options(options)
+        check_input_schema(schema, self.options.topic)
+        self.timeout_ms = resolve_timeout(self.options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """Prepare this task's transaction (executor)."""
+        return write_task(self.options, _task(None), iterator, self.timeout_ms)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Record the decision, then commit every task's transaction (driver)."""
+        commit_batch(self.options, messages, batchId)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Abort the batch's transactions unless a decision to commit it stands (driver)."""
+        abort_batch(self.options, messages, batchId)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("kafka_txn")``: the same two-phase commit for one job.
+
+    Parameters
+    ----------
+    options
+        The data source options as Spark passes them.
+    schema
+        The input DataFrame's schema.
+    """
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = parse_writer_options(options)
+        check_input_schema(schema, self.options.topic)
+        self.timeout_ms = resolve_timeout(self.options)
+        self.job_id = f"job-{uuid.uuid4()}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """Prepare this task's transaction (executor)."""
+        return write_task(self.options, _task(self.job_id), iterator, self.timeout_ms)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Record the decision, then commit every task's transaction (driver)."""
+        commit_batch(self.options, messages, 0)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Abort the job's transactions (driver)."""
+        abort_batch(self.options, messages, 0)

@@ -1,0 +1,198 @@
+"""The executor side: one Spark task writes its rows in a Kafka transaction and prepares it.
+
+For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/writer.md``, DESIGN.md):
+
+1. ``transactional.id = {prefix}{Q}-{P}``.
+2. If the query's decision record is for ``B`` (a replay after the driver decided), the
+   batch's output is the recorded transactions, whatever rows the replay puts where:
+   ``P`` not recorded → write nothing (message *committed*); the recorded transaction of
+   ``P`` still open → leave it alone (an InitProducerId would abort what the driver
+   decided to commit), message *pending*; ``P``'s batch marker says ``B`` → *committed*;
+   the recorded transaction was lost (timed out, fenced) → write as in 3.
+3. InitProducerId (fences every older attempt and aborts what it left open), produce the
+   rows, add the batch marker (a transactional offset commit of ``B`` to the group named
+   like the transactional id), flush, leave the transaction open: message *fresh* with
+   the handle. Any error aborts the own transaction before it is re-raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyspark_kafka_txn.client.admin import describe_transactions, fetch_offsets
+from pyspark_kafka_txn.client.connection import ConnectionConfig
+from pyspark_kafka_txn.client.errors import KafkaTxnError
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import TransactionalProducer
+from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.writer.decision import Handle, read_decision
+from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
+
+__all__ = ["OPEN_STATES", "TaskIdentity", "connect", "read_marker", "write_task"]
+
+log = logging.getLogger(__name__)
+
+#: DescribeTransactions states of a transaction that has not ended.
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+WRITER_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdentity:
+    """Who is writing: read from Spark's TaskContext in the task."""
+
+    query_id: str
+    batch: int
+    partition: int
+    attempt: int
+
+
+def connect(options: WriterOptions) -> ClusterClient:
+    """A client for the writer's bootstrap servers and security settings."""
+    config = ConnectionConfig(client_id="pyspark-kafka-txn-writer", security=options.security())
+    return ClusterClient(options.bootstrap_servers, config)
+
+
+def read_marker(cluster: ClusterClient, tid: str) -> int | None:
+    """The last batch whose marker committed under ``tid`` (None when none)."""
+    entries = fetch_offsets(cluster, tid, None, require_stable=True)
+    batches = [c.offset for c in entries.values() if c.offset >= 0]
+    return max(batches) if batches else None
+
+
+def write_task(
+    options: WriterOptions,
+    who: TaskIdentity,
+    batches: Iterator[pa.RecordBatch],
+    timeout_ms: int,
+) -> TaskMessage:
+    """Write one task's rows exactly once (or at least once); see the module docstring.
+
+    Returns
+    -------
+    TaskMessage
+        What the driver's ``commit()`` / ``abort()`` needs.
+    """
+    tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
+    with connect(options) as cluster:
+        if options.exactly_once:
+            replay = _replayed(cluster, options, who, tid)
+            if replay is not None:
+                return replay
+        producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
+        producer.init_transactions()
+        producer.begin_transaction()
+        try:
+            rows, anchor = _produce(producer, options, batches)
+            if rows == 0 or anchor is None:
+                # Nothing reached the broker (no partition or offset was added): no EndTxn.
+                return TaskMessage(who.query_id, who.batch, who.partition, EMPTY)
+            if not options.exactly_once:
+                producer.commit_transaction()
+                return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, rows=rows)
+            marker = json.dumps({"b": who.batch, "rows": rows, "w": WRITER_VERSION})
+            producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
+            prepared = producer.prepare()
+        except BaseException:
+            _abort_quietly(producer, tid)
+            raise
+    handle = Handle(
+        who.partition, prepared.producer_id, prepared.producer_epoch, prepared.transaction_version
+    )
+    log.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
+    return TaskMessage(
+        who.query_id, who.batch, who.partition, FRESH, handle=handle, rows=rows, anchor=anchor
+    )
+
+
+def _replayed(
+    cluster: ClusterClient, options: WriterOptions, who: TaskIdentity, tid: str
+) -> TaskMessage | None:
+    """The message of a partition the driver already decided on, or None to write."""
+    prefix = options.transactional_id_prefix
+    decision = read_decision(cluster, prefix, who.query_id, batch=who.batch)
+    if decision is None or decision.batch != who.batch:
+        return None
+    recorded = decision.handles.get(who.partition)
+    if recorded is None:
+        # The decided batch is complete without this partition: a replay that puts rows
+        # here (other partitioning) must not write them again.
+        log.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
+    described = describe_transactions(cluster, [tid])[tid]
+    if (
+        described is not None
+        and described.state in OPEN_STATES
+        and (described.producer_id, described.producer_epoch)
+        == (recorded.producer_id, recorded.producer_epoch)
+    ):
+        log.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
+        return TaskMessage(who.query_id, who.batch, who.partition, PENDING, handle=recorded)
+    closed = described is None or described.state not in OPEN_STATES
+    if closed and read_marker(cluster, tid) == who.batch:
+        log.info("%s: batch %d already committed", tid, who.batch)
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
+    return None  # not recorded, or its transaction was lost: write (and fence zombies)
+
+
+def _produce(
+    producer: TransactionalProducer, options: WriterOptions, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, tuple[str, int] | None]:
+    """Produce every row; return the row count and the marker's anchor partition."""
+    rows = 0
+    anchor: tuple[str, int] | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        for topic, part in _by_topic(batch, options.topic):
+            rows += producer.produce(
+                topic,
+                values=part.column("value"),
+                keys=_column(part, "key"),
+                headers=_column(part, "headers"),
+                partitions=_column(part, "partition"),
+            )
+            if anchor is None:
+                anchor = (topic, 0)
+    return rows, anchor
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    index = batch.schema.get_field_index(name)
+    return batch.column(index) if index >= 0 else None
+
+
+def _by_topic(
+    batch: pa.RecordBatch, topic_option: str | None
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Split a batch by its destination topic (the ``topic`` option wins)."""
+    if topic_option is not None:
+        yield topic_option, batch
+        return
+    topics = batch.column(batch.schema.get_field_index("topic"))
+    if topics.null_count:
+        raise ConfigError(
+            "Null topic present in the data (column 'topic'). Use the option 'topic' to set "
+            "a default topic."
+        )
+    names = pc.unique(topics).to_pylist()
+    if len(names) == 1:
+        yield str(names[0]), batch
+        return
+    for name in names:
+        yield str(name), batch.filter(pc.equal(topics, name))
+
+
+def _abort_quietly(producer: TransactionalProducer, tid: str) -> None:
+    try:
+        producer.abort_transaction()
+    except KafkaTxnError as exc:  # the original error matters more; the id is fenced next time
+        log.warning("%s: abort after a failed write failed too: %s", tid, exc)

@@ -1,4 +1,5 @@
-"""Command line: ``kafka-txn broker`` (the embedded cluster) and ``kafka-txn demo``."""
+"""Command line: ``kafka-txn broker`` (the embedded cluster), ``kafka-txn demo`` and
+``kafka-txn transactions list|abort`` (lingering transactions of a real cluster)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark_kafka_txn.client.metadata import ClusterClient
     from pyspark_kafka_txn.embedded import ListenerSecurity
+    from pyspark_kafka_txn.writer.lingering import OpenTransaction
 
 logger = logging.getLogger("pyspark_kafka_txn.cli")
 
@@ -86,6 +89,275 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(records=args.records)
 
 
+class _UsageError(Exception):
+    """A bad option of ``kafka-txn transactions`` (exit code 2)."""
+
+
+#: Options of ``--command-config`` / ``-X`` besides the security ones.
+_CLIENT_OPTIONS = frozenset({"client.id"})
+#: The two spellings of SASL credentials.
+_CREDENTIALS = (frozenset({"sasl.jaas.config"}), frozenset({"sasl.username", "sasl.password"}))
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """Parse a Java properties file (``key=value``, ``key: value`` or ``key value``).
+
+    Comments (``#``, ``!``), blank lines, line continuations (a trailing ``\\``) and the
+    escapes of ``java.util.Properties`` are handled.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise _UsageError(f"cannot read --command-config {str(path)!r}: {reason}") from None
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    out: dict[str, str] = {}
+    for line in logical:
+        key, value = _split_property(line)
+        if key:
+            out[key] = value
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    key: list[str] = []
+    while i < len(line):
+        char = line[i]
+        if char == "\\" and i + 1 < len(line):
+            key.append(line[i : i + 2])
+            i += 2
+            continue
+        if char in "=:" or char.isspace():
+            break
+        key.append(char)
+        i += 1
+    rest = line[i:].lstrip()
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip()
+    return _unescape("".join(key)), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and len(text) >= i + 6:
+            try:
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            except ValueError:
+                pass
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--command-config`` then ``-X`` (which wins), checked against the known names.
+
+    SASL credentials given with ``-X`` replace the file's in either spelling
+    (``sasl.jaas.config`` or ``sasl.username`` / ``sasl.password``): otherwise a file's
+    JAAS line would silently win over ``-X sasl.password``. Values are never echoed:
+    they may be passwords.
+    """
+    from pyspark_kafka_txn.client.security import SECURITY_OPTIONS
+
+    known = SECURITY_OPTIONS | _CLIENT_OPTIONS
+    options: dict[str, str] = {}
+    from_file: set[str] = set()
+    if args.command_config is not None:
+        for key, value in _read_properties(args.command_config).items():
+            if key in known:
+                options[key] = value
+                from_file.add(key)
+            else:
+                sys.stderr.write(
+                    f"kafka-txn transactions: ignoring {key!r} of --command-config "
+                    "(not a security or client option of this tool)\n"
+                )
+    for item in args.option or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise _UsageError("-X expects KEY=VALUE")
+        if key not in known:
+            raise _UsageError(f"-X {key}: unknown option (known: {', '.join(sorted(known))})")
+        for group in _CREDENTIALS:
+            if key in group:
+                for other in _CREDENTIALS:
+                    if other is not group:
+                        for stale in other & from_file:
+                            options.pop(stale, None)
+        options[key] = value
+    return options
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _describe(txn: OpenTransaction, now_ms: int) -> str:
+    parts = ",".join(f"{topic}-{partition}" for topic, partition in txn.partitions) or "-"
+    return "\t".join(
+        (
+            txn.transactional_id,
+            txn.state,
+            str(txn.producer_id),
+            str(txn.producer_epoch),
+            str(txn.age_ms(now_ms)),
+            parts,
+        )
+    )
+
+
+def _transactions(args: argparse.Namespace) -> int:
+    """``kafka-txn transactions list|abort``; exit code 0, 1 (not all done) or 2 (usage)."""
+    prog = f"kafka-txn transactions {args.action}"
+
+    def error(message: str) -> None:
+        sys.stderr.write(f"{prog}: {message}\n")
+
+    if args.action == "abort" and not args.prefix:
+        error("--prefix must not be empty: abort never touches every transaction")
+        return 2
+    try:
+        options = _client_options(args)
+    except _UsageError as exc:
+        error(str(exc))
+        return 2
+
+    import time
+
+    from pyspark_kafka_txn.client.connection import ConnectionConfig
+    from pyspark_kafka_txn.client.errors import (
+        AuthenticationError,
+        ConfigError,
+        KafkaConnectionError,
+        KafkaTxnError,
+    )
+    from pyspark_kafka_txn.client.metadata import ClusterClient
+    from pyspark_kafka_txn.client.security import SecurityConfig
+    from pyspark_kafka_txn.writer.lingering import find_open_transactions
+
+    timeout_s: float = args.timeout_s
+    try:
+        config = ConnectionConfig(
+            client_id=options.get("client.id", "kafka-txn-transactions"),
+            request_timeout_s=timeout_s,
+            connect_timeout_s=min(timeout_s, 10.0),
+            security=SecurityConfig.from_options(options),
+        )
+        cluster = ClusterClient(args.bootstrap_servers, config, retry_timeout_s=timeout_s)
+    except ConfigError as exc:  # messages name the option, never a secret value
+        error(str(exc))
+        return 2
+    where = f"the cluster at {args.bootstrap_servers}"
+    with cluster:
+        try:
+            cluster.retrying("bootstrap", cluster.brokers)
+            found = find_open_transactions(cluster, args.prefix)
+        except AuthenticationError as exc:
+            error(f"authentication with {where} failed: {exc}")
+            return 1
+        except KafkaConnectionError as exc:
+            error(f"cannot reach {where} within {timeout_s:g} s (--timeout-s): {exc}")
+            return 1
+        except KafkaTxnError as exc:
+            error(f"cannot list the transactions of {where}: {exc}")
+            return 1
+        now_ms = int(time.time() * 1000)
+        chosen = [t for t in found if t.age_ms(now_ms) >= args.min_age_ms]
+        scope = f"with prefix {args.prefix!r}"
+        if args.min_age_ms:
+            scope += f" started at least {args.min_age_ms} ms ago"
+        if args.action == "list":
+            if chosen:
+                sys.stdout.write(
+                    "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\n"
+                )
+            for txn in chosen:
+                sys.stdout.write(_describe(txn, now_ms) + "\n")
+            sys.stdout.write(f"{len(chosen)} open transaction(s) {scope}\n")
+            return 0
+        failed = _abort_all(cluster, chosen, now_ms, dry_run=args.dry_run, error=error)
+        done = "would abort" if args.dry_run else "aborted"
+        summary = f"{done} {len(chosen) - failed} of {len(chosen)} open transaction(s) {scope}"
+        if len(found) > len(chosen):
+            summary += f"; {len(found) - len(chosen)} younger one(s) left alone"
+        sys.stdout.write(summary + "\n")
+        if failed:
+            error(f"{failed} transaction(s) could not be aborted")
+            return 1
+        return 0
+
+
+def _abort_all(
+    cluster: ClusterClient,
+    transactions: Sequence[OpenTransaction],
+    now_ms: int,
+    *,
+    dry_run: bool,
+    error: Callable[[str], None],
+) -> int:
+    """Abort (or, dry, print) each transaction; return how many could not be aborted."""
+    from pyspark_kafka_txn.client.errors import KafkaTxnError
+    from pyspark_kafka_txn.writer.lingering import abort_open_transaction
+
+    failed = 0
+    for txn in transactions:
+        if dry_run:
+            verb = "would wait for" if txn.completing else "would abort"
+        else:
+            try:
+                abort_open_transaction(cluster, txn)
+            except KafkaTxnError as exc:
+                failed += 1
+                error(f"could not abort {txn.transactional_id!r}: {exc}")
+                continue
+            # A Prepare* transaction is completed by its coordinator, never aborted.
+            verb = "completed" if txn.completing else "aborted"
+        sys.stdout.write(f"{verb}\t{_describe(txn, now_ms)}\n")
+        sys.stdout.flush()
+    return failed
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kafka-txn`` argument parser."""
     parser = argparse.ArgumentParser(prog="kafka-txn", description=__doc__)
@@ -142,6 +414,55 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="transactional round trip on the embedded cluster")
     demo.add_argument("--records", type=int, default=1000, help="records per transaction")
     demo.set_defaults(run=_demo)
+
+    txns = sub.add_parser(
+        "transactions",
+        help="list or abort lingering transactions of a cluster",
+        description="Find open transactions by transactional-id prefix (ListTransactions + "
+        "DescribeTransactions) and abort them (EndTxn). Exit codes: 0 done, 1 something "
+        "could not be listed or aborted, 2 bad usage.",
+    )
+    actions = txns.add_subparsers(dest="action", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the cluster"
+    )
+    common.add_argument(
+        "--prefix", required=True, help="transactional-id prefix of the transactions"
+    )
+    common.add_argument(
+        "--min-age-ms",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="only transactions started at least N ms ago (default 0)",
+    )
+    common.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="properties file with security.protocol, ssl.*, sasl.* (as kafka-transactions.sh)",
+    )
+    common.add_argument(
+        "-X",
+        dest="option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a client option, overrides --command-config (repeatable)",
+    )
+    common.add_argument(
+        "--timeout-s",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="give up reaching the cluster / ending a transaction after S seconds (10)",
+    )
+    actions.add_parser("list", parents=[common], help="print the open transactions").set_defaults(
+        run=_transactions, dry_run=False
+    )
+    abort = actions.add_parser("abort", parents=[common], help="abort the open transactions")
+    abort.add_argument("--dry-run", action="store_true", help="print, abort nothing")
+    abort.set_defaults(run=_transactions)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""The exactly-once writer (see docs/writer.md)."""

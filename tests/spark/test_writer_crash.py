@@ -1,0 +1,102 @@
+"""The driver killed (SIGKILL, JVM and Python) inside ``commit()``, after the decision record.
+
+The first run's EndTxn requests are failed by the embedded broker (retriable
+COORDINATOR_LOAD_IN_PROGRESS, so the driver keeps retrying) until the decision record is
+in Kafka; then the whole query process group is killed. One recorded transaction is then
+committed by hand (as if that EndTxn had gone through before the crash). The restart uses
+a different number of Spark partitions, so the replayed batch puts rows elsewhere: the
+decision is rolled forward and the output holds every input record exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import end_transaction
+from pyspark_kafka_txn.writer.decision import Decision, read_decision
+from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from tests.broker.clients import watermarks
+from tests.conftest import KafkaTarget
+from tests.spark.kafka_data import committed_batches, reference_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.writer_job", *args],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait_for_decision(bs: str, prefix: str, proc: subprocess.Popen[bytes]) -> tuple[str, Decision]:
+    deadline = time.monotonic() + 240  # a hang detector, not a timing assertion
+    with ClusterClient(bs) as cluster:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "the first run ended before its decision was recorded"
+            for txn in find_open_transactions(cluster, prefix):
+                query = query_of(prefix, txn.transactional_id)
+                if query is None:
+                    continue
+                decision = read_decision(cluster, prefix, query, batch=0)
+                if decision is not None and decision.batch == 0 and decision.handles:
+                    return query, decision
+            time.sleep(0.2)
+    raise AssertionError("no commit decision recorded")
+
+
+def test_kill_after_decision_rolls_forward_with_other_partitioning(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    embedded = kafka.require_embedded()
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="csrc")
+    sink = kafka.create_topic(partitions=3, prefix="cout")
+    batches = [[(i % 2, f"r{n}-{i}".encode()) for i in range(30)] for n in range(2)]
+    committed_batches(bs, source, batches)
+    expected = Counter(v for b in batches for _, v in b)
+    prefix = f"crash-{uuid.uuid4().hex[:8]}-"
+    checkpoint = str(tmp_path / "chk")
+
+    rule = embedded.fail_requests("EndTxn", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
+    first = _start(tmp_path / "first.log", bs, source, sink, checkpoint, prefix, "4")
+    try:
+        query, decision = _wait_for_decision(bs, prefix, first)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+        embedded.clear_faults()
+    del rule
+    assert len(decision.handles) >= 2, decision
+    # Nothing of the batch is visible yet: every transaction is still open.
+    assert reference_rows(bs, sink, 3) == []
+    # As if one EndTxn had gone through before the crash.
+    some = min(decision.handles)
+    end_transaction(bs, decision.handles[some].prepared(prefix, query), commit=True)
+    partial = reference_rows(bs, sink, 3)
+    assert 0 < len(partial) < sum(expected.values())
+
+    second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
+    second.wait(240)
+    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
+    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
+    assert got == expected  # every input record exactly once, nothing else
+    for p in range(3):
+        assert watermarks(bs, sink, p, "read_committed") == watermarks(
+            bs, sink, p, "read_uncommitted"
+        )

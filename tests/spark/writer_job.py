@@ -1,0 +1,49 @@
+"""A Kafka → kafka_txn → kafka_txn query run in its own process (killed by the tests).
+
+Usage: python -m tests.spark.writer_job BOOTSTRAP SOURCE SINK CHECKPOINT PREFIX PARTITIONS
+The query repartitions its input into PARTITIONS Spark partitions (round robin), so a
+restart with another number distributes the rows differently, then runs availableNow.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, source, sink, checkpoint, prefix, partitions = argv
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka_txn-writer-job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    query = (
+        spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", "value")
+        .repartition(int(partitions))
+        .writeStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("transactionalIdPrefix", prefix)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

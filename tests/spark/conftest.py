@@ -2,9 +2,9 @@
 
 ``KAFKA_TXN_SPARK`` chooses how Spark runs (the tests are the same):
 
-* ``local`` (default): ``local[2]``, one JVM;
+* ``local`` (default): ``local[2,2]``, one JVM (a failed task is retried once);
 * ``local-cluster``: ``local-cluster[2,1,1024]``, separate executor JVMs;
-* ``connect``: a Spark Connect client (``SparkSession.builder.remote("local[2]")``).
+* ``connect``: a Spark Connect client (``SparkSession.builder.remote("local[2,2]")``).
 
 The ``kafka_txn`` source is not registered explicitly: Spark discovers it because the
 package is named ``pyspark_*`` and exposes ``DefaultSource``.
@@ -35,12 +35,12 @@ def spark() -> Iterator[SparkSession]:
     )
     builder = SparkSession.builder.appName("kafka_txn-tests")
     if MODE == "connect":
-        builder = builder.remote("local[2]")
+        builder = builder.remote("local[2,2]")
     elif MODE == "local-cluster":
         builder = builder.master("local-cluster[2,1,1024]")
     else:
         assert MODE == "local", f"unknown KAFKA_TXN_SPARK={MODE!r}"
-        builder = builder.master("local[2]")
+        builder = builder.master("local[2,2]")
     if MODE != "connect":  # static settings a Connect client cannot change
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="spark-warehouse-")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -146,3 +147,28 @@ def test_bad_input_columns_fail_at_start(
         df.write.format("kafka_txn").option(
             "kafka.bootstrap.servers", kafka.bootstrap_servers
         ).mode("append").save()
+
+
+def test_failed_task_is_retried_exactly_once(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """The first attempt of one task fails mid-write; the retry's rows count once."""
+    bs = kafka.bootstrap_servers
+    sink = kafka.create_topic(partitions=2, prefix="wretry")
+
+    def fail_first_attempt(value):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        first = ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0
+        if first and value == "19":
+            raise RuntimeError("injected task failure")
+        return value
+
+    udf = F.udf(fail_first_attempt, "string")
+    df = spark.range(0, 40, 1, 2).select(udf(F.col("id").cast("string")).alias("value"))
+    df.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option("topic", sink).option(
+        "transactionalIdPrefix", _prefix()
+    ).mode("append").save()
+    assert sorted(int(v) for v in values(reference_rows(bs, sink, 2))) == list(range(40))
+    _assert_nothing_open(bs, sink, 2)

@@ -4,21 +4,26 @@ One Spark partition ``P`` of query ``Q`` writes with ``transactional.id =
 {prefix}{Q}-{P}`` in every batch and every attempt, so a retry or a zombie of ``P`` is
 fenced by the epoch bump of its ``InitProducerId``. Its batch marker is a transactional
 offset commit to the group of the same name; the driver's decision record lives in the
-groups ``{prefix}{Q}-decision`` (header) and ``{prefix}{Q}-decision-{k}`` (chunks). Every
+groups ``{prefix}{Q}-decision`` (header) and ``{prefix}{Q}-decision-{slot}-{k}`` (chunks,
+see ``decision.py``). Every
 id the writer uses starts with the prefix: one PREFIXED ACL on TransactionalId and Group
 covers them.
 """
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
-    "decision_chunk_group",
     "decision_group",
     "query_of",
     "transactional_id",
 ]
 
 _DECISION = "decision"
+# Spark's query ids and our batch-job ids: a UUID, optionally behind "job-". Being strict
+# keeps ids of a longer prefix ("a-b-…" seen under prefix "a-") from looking like ours.
+_QUERY_ID = re.compile(r"(?:job-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def transactional_id(prefix: str, query_id: str, partition: int) -> str:
@@ -31,16 +36,11 @@ def decision_group(prefix: str, query_id: str) -> str:
     return f"{prefix}{query_id}-{_DECISION}"
 
 
-def decision_chunk_group(prefix: str, query_id: str, chunk: int) -> str:
-    """Group holding chunk ``chunk`` (1-based) of the decision's handle list."""
-    return f"{prefix}{query_id}-{_DECISION}-{chunk}"
-
-
 def query_of(prefix: str, transactional_id: str) -> str | None:
     """The query id of a transactional id made by :func:`transactional_id`, or None."""
     if not transactional_id.startswith(prefix):
         return None
     query, sep, partition = transactional_id[len(prefix) :].rpartition("-")
-    if not sep or not query or not partition.isdigit():
+    if not sep or not partition.isdigit() or not _QUERY_ID.fullmatch(query):
         return None
     return query

@@ -41,6 +41,7 @@ def _broker(args: argparse.Namespace) -> int:
         transaction_version=args.transaction_version,
         transaction_abort_interval_ms=args.abort_interval_ms,
         transaction_two_phase_commit=args.two_phase_commit,
+        initial_producer_epoch=args.initial_producer_epoch,
         auto_create_topics=args.auto_create_topics,
         security=_security(args),
     )
@@ -223,6 +224,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _initial_producer_epoch(text: str) -> int:
+    """``--initial-producer-epoch``: an integer the embedded cluster accepts."""
+    from pyspark_kafka_txn.embedded.txn import check_initial_producer_epoch
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    try:
+        return check_initial_producer_epoch(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -390,6 +405,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="transaction.two.phase.commit.enable=true (KIP-939): serve InitProducerId v6, "
         "whose Enable2Pc transactions never time out",
+    )
+    broker.add_argument(
+        "--initial-producer-epoch",
+        type=_initial_producer_epoch,
+        default=0,
+        metavar="N",
+        help="test aid (no Kafka setting): new producer ids of transactional ids start at "
+        "epoch N (0..32766) instead of 0, so that producer-id rotation at epoch exhaustion "
+        "(32766) is reached in a few transactions",
     )
     broker.add_argument(
         "--topic", action="append", metavar="NAME[:PARTITIONS]", help="create a topic at start"

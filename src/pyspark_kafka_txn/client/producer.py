@@ -999,9 +999,11 @@ class TransactionalProducer:
             self._pump(block=True)
         finally:
             self._error = None
-        epoch = self.producer_epoch
+        before = (self.producer_id, self.producer_epoch)
         self._end(commit=False)
-        if gaps and self.producer_epoch == epoch:
+        # A TV2 end already bumped the epoch, or moved to a new producer id when the epoch
+        # was exhausted (whose first epoch may equal the old one, so compare both).
+        if gaps and (self.producer_id, self.producer_epoch) == before:
             self._init_producer_id(self.producer_id, self.producer_epoch)
 
     def _end(self, *, commit: bool) -> None:

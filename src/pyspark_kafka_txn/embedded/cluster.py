@@ -169,6 +169,7 @@ class Cluster:
             max_timeout_ms=config.transaction_max_timeout_ms,
             two_phase_commit=config.transaction_two_phase_commit,
             sink=self.storage.line_sink(TRANSACTION_STATE_TOPIC) if self.storage else None,
+            initial_producer_epoch=config.initial_producer_epoch,
         )
         self._log_starts: dict[str, list[int]] = {}
         if self.storage is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark_kafka_txn.embedded.security import ListenerSecurity
+from pyspark_kafka_txn.embedded.txn import check_initial_producer_epoch
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
 # Kafka 4.x defaults of log.message.timestamp.before.max.ms (Long.MAX_VALUE) and
@@ -59,6 +60,12 @@ class ClusterConfig:
         ``log.message.timestamp.after.max.ms`` (default one hour, Kafka 4.0+, KIP-1030):
         on CreateTime topics a record timestamp outside ``[now - before, now + after]``
         fails its batch with INVALID_TIMESTAMP.
+    initial_producer_epoch
+        Test aid, no Kafka setting: the epoch at which a newly allocated producer id of a
+        transactional id starts (InitProducerId for a new transactional id, and the new
+        id of a rotation), instead of 0. Set it a few below ``32766`` (Short.MAX_VALUE -
+        1, where the epoch is exhausted) to reach producer-id rotation in a few
+        transactions. ``0 <= N < 32767``; idempotent producers still start at 0.
     """
 
     brokers: int = 1
@@ -80,6 +87,7 @@ class ClusterConfig:
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
     log_message_timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
     log_message_timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+    initial_producer_epoch: int = 0
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -92,3 +100,4 @@ class ClusterConfig:
             raise ValueError("log_message_timestamp_after_max_ms must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
+        check_initial_producer_epoch(self.initial_producer_epoch)

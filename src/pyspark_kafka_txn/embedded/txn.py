@@ -11,6 +11,13 @@ Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata
   data and retries get CONCURRENT_TRANSACTIONS is real, and can be widened with
   ``marker_delay_s``);
 * transaction version 2 (EndTxn v5+) bumps the epoch on every completion (KIP-890);
+* epoch exhaustion (an epoch of ``Short.MAX_VALUE - 1`` or more, see
+  :func:`is_epoch_exhausted`): InitProducerId hands out a new producer id instead of a
+  bump (``prepareProducerIdRotation``); a TV2 completion that bumps an exhausted epoch
+  allocates the next producer id up front, writes its markers with ``Short.MAX_VALUE``
+  and switches to the new id when it completes (``nextProducerId`` / ``prepareComplete``),
+  and EndTxn v5 answers with the new id (KAFKA-18660). A retry with the old id and
+  epoch is recognised (``retryOnOverflow``);
 * transactions older than their timeout (measured from the first partition add) are
   aborted with an epoch bump by :meth:`TransactionCoordinator.abort_timed_out`;
 * KIP-939 (two-phase commit participation, InitProducerId v6 ``Enable2Pc``, Kafka
@@ -21,8 +28,16 @@ Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata
   UNSUPPORTED_VERSION, as Kafka 4.2/4.3 do (KAFKA-20739). Fencing by a later
   InitProducerId still aborts an ongoing 2PC transaction.
 
+Test aid: ``initial_producer_epoch`` makes every newly allocated producer id of a
+transactional id start at that epoch instead of 0, so that a few transactions reach
+exhaustion (Kafka has no such setting).
+
 Simplifications: one coordinator epoch (0); the transaction log is the in-memory map
-plus an optional append-only sink (JSON lines) replayed by :meth:`load`.
+plus an optional append-only sink (JSON lines) replayed by :meth:`load`. A server-side
+abort of an ongoing transaction on a TV2 cluster bumps the epoch twice (fence, then the
+TV2 completion), as Kafka 4.0.0 did; Kafka 4.0.1+ bumps once (KAFKA-19367). From an
+exhausted epoch both bump once, to ``Short.MAX_VALUE``, and rotate the producer id
+(Kafka 4.3, KAFKA-20090).
 """
 
 from __future__ import annotations
@@ -38,12 +53,38 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 
 logger = logging.getLogger(__name__)
 
+MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
 TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: the stored timeout of a 2PC txn
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 
 TopicPartition = tuple[str, int]
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka's ``TransactionMetadata.isEpochExhausted``: no bump may start from ``epoch``.
+
+    The coordinator never hands out ``Short.MAX_VALUE`` so that it can always fence.
+    """
+    return epoch >= MAX_EPOCH_BEFORE_EXHAUSTED
+
+
+def check_initial_producer_epoch(epoch: int) -> int:
+    """Validate the ``initial_producer_epoch`` test aid; return it.
+
+    Raises
+    ------
+    ValueError
+        Unless ``0 <= epoch < 32767`` (``Short.MAX_VALUE``, which only markers carry).
+    """
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < MAX_EPOCH:
+        raise ValueError(
+            f"initial_producer_epoch must be an integer in 0..{MAX_EPOCH - 1} "
+            f"(Short.MAX_VALUE - 1 = {MAX_EPOCH_BEFORE_EXHAUSTED} is exhausted at once), "
+            f"got {epoch!r}"
+        )
+    return epoch
 
 
 class TxnState(enum.Enum):
@@ -72,6 +113,9 @@ class TxnMetadata:
     epoch: int = NO_EPOCH
     last_epoch: int = NO_EPOCH
     prev_producer_id: int = NO_PRODUCER_ID
+    # Allocated by a TV2 completion that bumps an exhausted epoch; becomes the producer
+    # id (at the initial epoch) when the completion is done (Kafka's nextProducerId).
+    next_producer_id: int = NO_PRODUCER_ID
     timeout_ms: int = 60_000
     state: TxnState = TxnState.EMPTY
     partitions: set[TopicPartition] = field(default_factory=set)
@@ -92,6 +136,7 @@ class TxnMetadata:
                 "epoch": self.epoch,
                 "last_epoch": self.last_epoch,
                 "prev_pid": self.prev_producer_id,
+                "rotate_to_pid": self.next_producer_id,
                 "timeout_ms": self.timeout_ms,
                 "state": self.state.value,
                 "partitions": sorted([t, p] for t, p in self.partitions),
@@ -109,6 +154,7 @@ class TxnMetadata:
             epoch=d["epoch"],
             last_epoch=d["last_epoch"],
             prev_producer_id=d["prev_pid"],
+            next_producer_id=d.get("rotate_to_pid", NO_PRODUCER_ID),
             timeout_ms=d["timeout_ms"],
             state=TxnState(d["state"]),
             partitions={(t, p) for t, p in d["partitions"]},
@@ -151,6 +197,10 @@ class TransactionCoordinator:
         ``transaction.two.phase.commit.enable`` (KIP-939).
     sink
         Appends one transaction-log line (JSON) to durable storage.
+    initial_producer_epoch
+        Test aid (no Kafka setting): the epoch a newly allocated producer id of a
+        transactional id starts at (a new transactional id, or a rotation), 0 as in Kafka.
+        Idempotent producers (no transactional id) always start at 0.
     """
 
     def __init__(
@@ -163,6 +213,7 @@ class TransactionCoordinator:
         max_timeout_ms: int = 900_000,
         two_phase_commit: bool = False,
         sink: Callable[[str], None] | None = None,
+        initial_producer_epoch: int = 0,
     ) -> None:
         self._clock_ms = clock_ms
         self._write_markers = write_markers
@@ -170,6 +221,7 @@ class TransactionCoordinator:
         self.transaction_version = transaction_version
         self.max_timeout_ms = max_timeout_ms
         self.two_phase_commit = two_phase_commit
+        self.initial_producer_epoch = check_initial_producer_epoch(initial_producer_epoch)
         self.marker_delay_s = 0.0
         self._sink = sink
         self.txns: dict[str, TxnMetadata] = {}
@@ -183,7 +235,11 @@ class TransactionCoordinator:
         self._persist_json(json.dumps({"next_pid": self._next_producer_id}))
         return pid
 
-    def _persist(self, meta: TxnMetadata) -> None:
+    def _persist(self, meta: TxnMetadata, *, prev_producer_id: int | None = None) -> None:
+        """Log a transition. As in Kafka, the previous producer id becomes the one the
+        metadata had before it: ``prev_producer_id`` when the transition rotated the id,
+        else the current one."""
+        meta.prev_producer_id = meta.producer_id if prev_producer_id is None else prev_producer_id
         meta.last_update_ms = self._clock_ms()
         self._persist_json(meta.to_json())
 
@@ -197,12 +253,13 @@ class TransactionCoordinator:
             if not line.strip():
                 continue
             data = json.loads(line)
-            if "next_pid" in data:
+            if "tid" not in data:  # the producer id allocator
                 self._next_producer_id = max(self._next_producer_id, data["next_pid"])
                 continue
             meta = TxnMetadata.from_json(line)
             self.txns[meta.transactional_id] = meta
-            self._next_producer_id = max(self._next_producer_id, meta.producer_id + 1)
+            top = max(meta.producer_id, meta.next_producer_id)
+            self._next_producer_id = max(self._next_producer_id, top + 1)
         for meta in self.txns.values():
             if meta.state in _PREPARE:
                 logger.info(
@@ -247,37 +304,68 @@ class TransactionCoordinator:
         if expected_pid != NO_PRODUCER_ID and not (
             meta.epoch == NO_EPOCH
             or expected_pid == meta.producer_id
-            or (
-                expected_pid == meta.prev_producer_id
-                and expected_epoch >= MAX_EPOCH_BEFORE_EXHAUSTED
-            )
+            or (expected_pid == meta.prev_producer_id and is_epoch_exhausted(expected_epoch))
         ):
             return TxnResult(ErrorCode.producer_fenced)
         if meta.state is TxnState.ONGOING:
             self._fence_and_abort(meta)
             return TxnResult(ErrorCode.concurrent_transactions)
         # Empty / CompleteCommit / CompleteAbort
-        if meta.epoch >= MAX_EPOCH_BEFORE_EXHAUSTED and expected_epoch in (NO_EPOCH, meta.epoch):
-            meta.last_epoch = meta.epoch if expected_epoch != NO_EPOCH else NO_EPOCH
-            meta.prev_producer_id = meta.producer_id
-            meta.producer_id = self.allocate_producer_id()
-            meta.epoch = 0
-        elif expected_epoch == NO_EPOCH:
-            meta.epoch += 1
-            meta.last_epoch = NO_EPOCH
-        elif expected_epoch == meta.epoch or meta.epoch == NO_EPOCH:
-            meta.last_epoch = meta.epoch
-            meta.epoch += 1
-        elif expected_epoch == meta.last_epoch:
-            return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
-        else:
-            return TxnResult(ErrorCode.producer_fenced)
+        previous = meta.producer_id
+        answer = self._next_epoch_on_init(meta, expected_pid, expected_epoch)
+        if answer is not None:
+            return answer
         meta.state = TxnState.EMPTY
         meta.partitions = set()
         meta.start_ms = -1
         meta.timeout_ms = timeout_ms
-        self._persist(meta)
+        self._persist(meta, prev_producer_id=previous)
         return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+
+    def _next_epoch_on_init(
+        self, meta: TxnMetadata, expected_pid: int, expected_epoch: int
+    ) -> TxnResult | None:
+        """Kafka's ``prepareIncrementProducerEpoch`` / ``prepareProducerIdRotation``.
+
+        Updates ``meta``'s producer id, epoch and last epoch and returns ``None``, or
+        returns the answer when nothing is to be logged (the retry of a successful call,
+        or PRODUCER_FENCED).
+        """
+        if meta.epoch == NO_EPOCH:  # metadata just created: the first epoch
+            meta.epoch = self.initial_producer_epoch
+            meta.last_epoch = NO_EPOCH
+            return None
+        if expected_pid not in (NO_PRODUCER_ID, meta.producer_id):
+            # The previous id with an exhausted epoch (checked by the caller): a retry
+            # of an InitProducerId that rotated the id. Kafka reaches the same answers
+            # through prepareIncrementProducerEpoch; with initial_producer_epoch the
+            # rotated epoch may equal the expected one, hence the explicit branch.
+            if expected_epoch == meta.last_epoch:
+                return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+            return TxnResult(ErrorCode.producer_fenced)
+        if is_epoch_exhausted(meta.epoch) and expected_epoch in (NO_EPOCH, meta.epoch):
+            old = meta.producer_id
+            meta.last_epoch = meta.epoch if expected_epoch != NO_EPOCH else NO_EPOCH
+            meta.producer_id = self.allocate_producer_id()
+            meta.epoch = self.initial_producer_epoch
+            logger.info(
+                "producer id of %s rotated: %d -> %d (epoch exhausted)",
+                meta.transactional_id,
+                old,
+                meta.producer_id,
+            )
+            return None
+        if expected_epoch == NO_EPOCH:
+            meta.epoch += 1
+            meta.last_epoch = NO_EPOCH
+            return None
+        if expected_epoch == meta.epoch:
+            meta.last_epoch = meta.epoch
+            meta.epoch += 1
+            return None
+        if expected_epoch == meta.last_epoch:
+            return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+        return TxnResult(ErrorCode.producer_fenced)
 
     def _init_request_error(
         self, transactional_id: str, timeout_ms: int, enable_2pc: bool, keep_prepared: bool
@@ -293,12 +381,20 @@ class TransactionCoordinator:
         return None
 
     def _fence_and_abort(self, meta: TxnMetadata) -> None:
-        """Server-initiated abort of an ongoing transaction, with an epoch bump."""
-        meta.epoch += 1  # PrepareEpochFence
-        meta.last_epoch = NO_EPOCH
+        """Server-initiated abort of an ongoing transaction, with an epoch bump.
+
+        TV1 cluster: one bump (``prepareFenceProducerEpoch``), never past
+        ``Short.MAX_VALUE``. TV2 cluster: the fence bump, then the TV2 completion bump
+        (Kafka 4.0.0); from an exhausted epoch only the completion bump, which allocates
+        the next producer id (Kafka 4.3, KAFKA-19367 / KAFKA-20090).
+        """
         if self.transaction_version >= 2:
-            meta.last_epoch = meta.epoch
-            meta.epoch += 1
+            if not is_epoch_exhausted(meta.epoch):
+                meta.epoch += 1  # PrepareEpochFence
+            self._bump_for_completion(meta)
+        else:
+            meta.epoch = min(meta.epoch + 1, MAX_EPOCH)  # PrepareEpochFence
+            meta.last_epoch = NO_EPOCH
         self._prepare(meta, commit=False)
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------
@@ -307,12 +403,17 @@ class TransactionCoordinator:
         if not transactional_id:
             return TxnResult(ErrorCode.invalid_request)
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+        if meta is None or meta.state is TxnState.DEAD:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        # A completion in progress comes first (KAFKA-18660): after a TV2 end that
+        # rotated the producer id, the producer's next transaction may arrive with the
+        # new id before the markers of the last one are written; it must retry, not fail.
+        if meta.state in _PREPARE:
+            return TxnResult(ErrorCode.concurrent_transactions)
+        if meta.producer_id != producer_id:
             return TxnResult(ErrorCode.invalid_producer_id_mapping)
         if meta.epoch != epoch:
             return TxnResult(ErrorCode.producer_fenced)
-        if meta.state in _PREPARE:
-            return TxnResult(ErrorCode.concurrent_transactions)
         return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
 
     def add_partitions(
@@ -356,10 +457,12 @@ class TransactionCoordinator:
         if not transactional_id:
             return TxnResult(ErrorCode.invalid_request)
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+        if meta is None or meta.state is TxnState.DEAD:
             return TxnResult(ErrorCode.invalid_producer_id_mapping)
         if tv2:
-            return self._end_txn_v2(meta, epoch, commit)
+            return self._end_txn_v2(meta, producer_id, epoch, commit)
+        if meta.producer_id != producer_id:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
         return self._end_txn_v1(meta, epoch, commit)
 
     def _end_txn_v1(self, meta: TxnMetadata, epoch: int, commit: bool) -> TxnResult:
@@ -384,19 +487,37 @@ class TransactionCoordinator:
             return ok
         return TxnResult(ErrorCode.invalid_txn_state)
 
-    def _end_txn_v2(self, meta: TxnMetadata, epoch: int, commit: bool) -> TxnResult:
+    def _retry_on_overflow(self, meta: TxnMetadata, producer_id: int, epoch: int) -> bool:
+        """Kafka's ``retryOnOverflow``: a retried EndTxn v5 whose first attempt rotated
+        the producer id (sent with the previous id and the exhausted epoch) after the
+        rotation completed."""
+        return (
+            producer_id != meta.producer_id
+            and producer_id == meta.prev_producer_id
+            and epoch == MAX_EPOCH_BEFORE_EXHAUSTED
+            and meta.epoch == self.initial_producer_epoch
+            and meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        )
+
+    def _end_txn_v2(
+        self, meta: TxnMetadata, producer_id: int, epoch: int, commit: bool
+    ) -> TxnResult:
         state = meta.state
-        retry = epoch == meta.epoch - 1
-        current = epoch == meta.epoch
+        overflow_retry = self._retry_on_overflow(meta, producer_id, epoch)
+        if meta.producer_id != producer_id and not overflow_retry:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        # Right after a rotation the new id has no earlier epoch a retry could carry.
+        just_rotated = meta.prev_producer_id not in (NO_PRODUCER_ID, meta.producer_id)
+        retry = overflow_retry or (epoch == meta.epoch - 1 and not just_rotated)
+        current = not overflow_retry and epoch == meta.epoch
         if not (retry or current):
             return TxnResult(ErrorCode.producer_fenced)
         if state is TxnState.ONGOING:
             if retry:
                 return TxnResult(ErrorCode.producer_fenced)
-            meta.last_epoch = meta.epoch
-            meta.epoch += 1
+            self._bump_for_completion(meta)
             self._prepare(meta, commit=commit)
-            return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
+            return self._after_completion(meta)
         if state in _PREPARE:
             if current:
                 return TxnResult(ErrorCode.producer_fenced)
@@ -416,10 +537,27 @@ class TransactionCoordinator:
         if commit:
             return TxnResult(ErrorCode.invalid_txn_state)
         # "abort when unsure": an empty abort that bumps the epoch
-        meta.last_epoch = meta.epoch
-        meta.epoch += 1
         meta.partitions = set()
+        self._bump_for_completion(meta)
         self._prepare(meta, commit=False)
+        return self._after_completion(meta)
+
+    def _bump_for_completion(self, meta: TxnMetadata) -> None:
+        """The TV2 epoch bump of a completion (``prepareAbortOrCommit``).
+
+        From an exhausted epoch the next producer id is allocated now, the markers carry
+        ``Short.MAX_VALUE`` (an abort already there stays there) and :meth:`_complete`
+        switches to the new id.
+        """
+        if is_epoch_exhausted(meta.epoch):
+            meta.next_producer_id = self.allocate_producer_id()
+        meta.last_epoch = meta.epoch
+        meta.epoch = min(meta.epoch + 1, MAX_EPOCH)
+
+    def _after_completion(self, meta: TxnMetadata) -> TxnResult:
+        """The EndTxn v5 answer: the producer id and epoch the producer goes on with."""
+        if meta.next_producer_id != NO_PRODUCER_ID:
+            return TxnResult(ErrorCode.none, meta.next_producer_id, self.initial_producer_epoch)
         return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
 
     def _prepare(self, meta: TxnMetadata, *, commit: bool) -> None:
@@ -436,7 +574,20 @@ class TransactionCoordinator:
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         meta.partitions = set()
         meta.start_ms = -1
-        self._persist(meta)
+        previous = meta.producer_id
+        if meta.next_producer_id != NO_PRODUCER_ID:
+            # prepareComplete of an overflow: the new id at the initial epoch; the last
+            # epoch stays the exhausted one the producer saw.
+            meta.producer_id = meta.next_producer_id
+            meta.epoch = self.initial_producer_epoch
+            meta.next_producer_id = NO_PRODUCER_ID
+            logger.info(
+                "producer id of %s rotated: %d -> %d (epoch exhausted)",
+                meta.transactional_id,
+                previous,
+                meta.producer_id,
+            )
+        self._persist(meta, prev_producer_id=previous)
         logger.debug(
             "completed %s of %s (pid=%d epoch=%d)",
             meta.state.value,

@@ -10,6 +10,7 @@ decision is rolled forward and the output holds every input record exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -42,6 +43,33 @@ def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Spark's Python daemon and workers leave its group)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _kill_everything(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the query process, its JVM and every Python worker at once."""
+    victims = _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(30)
 
 
 def _wait_for_decision(bs: str, prefix: str, proc: subprocess.Popen[bytes]) -> tuple[str, Decision]:
@@ -78,8 +106,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     try:
         query, decision = _wait_for_decision(bs, prefix, first)
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
+        _kill_everything(first)
         embedded.clear_faults()
     del rule
     assert len(decision.handles) >= 2, decision

@@ -32,8 +32,14 @@ from tests.spark.kafka_data import committed_batches, reference_rows
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: Settings of the test session's own Spark that must not reach the job (under
+#: KAFKA_TXN_SPARK=connect they would turn its local session into a Connect client).
+_SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
+
+
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
+    env.update(PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.spark.writer_job", *args],
@@ -65,18 +71,23 @@ def _descendants(pid: int) -> list[int]:
 def _kill_everything(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the query process, its JVM and every Python worker at once."""
     victims = _descendants(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+        os.killpg(proc.pid, signal.SIGKILL)
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     proc.wait(30)
 
 
-def _wait_for_decision(bs: str, prefix: str, proc: subprocess.Popen[bytes]) -> tuple[str, Decision]:
+def _wait_for_decision(
+    bs: str, prefix: str, proc: subprocess.Popen[bytes], log: Path
+) -> tuple[str, Decision]:
     deadline = time.monotonic() + 240  # a hang detector, not a timing assertion
     with ClusterClient(bs) as cluster:
         while time.monotonic() < deadline:
-            assert proc.poll() is None, "the first run ended before its decision was recorded"
+            assert proc.poll() is None, (
+                "the first run ended before its decision was recorded:\n" + log.read_text()[-5000:]
+            )
             for txn in find_open_transactions(cluster, prefix):
                 query = query_of(prefix, txn.transactional_id)
                 if query is None:
@@ -104,7 +115,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     rule = embedded.fail_requests("EndTxn", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
     first = _start(tmp_path / "first.log", bs, source, sink, checkpoint, prefix, "4")
     try:
-        query, decision = _wait_for_decision(bs, prefix, first)
+        query, decision = _wait_for_decision(bs, prefix, first, tmp_path / "first.log")
     finally:
         _kill_everything(first)
         embedded.clear_faults()

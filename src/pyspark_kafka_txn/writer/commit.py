@@ -13,8 +13,12 @@
    restart those partitions find neither a committed marker nor an open transaction and
    write again.
 
-Then transactions left open under the prefix by *other* query ids are dealt with (see
-:func:`abort_lingering`).
+Then the transactions still open under the prefix are listed once:
+
+* those of this query whose Spark partition is not in the batch's handles are left over
+  by an earlier run that died before deciding (a restart with fewer Spark partitions
+  never re-initialises their ids, so nothing else would end them): aborted;
+* those of *other* query ids are dealt with by :func:`abort_lingering`.
 
 ``abort(messages, B)``: without a decision for ``B``, EndTxn(abort) for the fresh
 handles; with one (``commit()`` failed after deciding), nothing: the decision stands.
@@ -31,7 +35,7 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision, write_decision
-from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.ids import partition_of, query_of
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
     abort_open_transaction,
@@ -66,9 +70,12 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
     prefix = options.transactional_id_prefix
     started = time.monotonic()
     with connect(options) as cluster:
-        if options.exactly_once:
-            _commit(cluster, options, query_id, batch, present)
-        abort_lingering(cluster, options, query_id)
+        decided = (
+            _commit(cluster, options, query_id, batch, present) if options.exactly_once else {}
+        )
+        still_open = find_open_transactions(cluster, prefix)
+        _abort_leftovers(cluster, prefix, query_id, decided, still_open)
+        abort_lingering(cluster, options, query_id, still_open)
     log.info(
         "batch %d of %s committed: %d rows from %d tasks in %.0f ms",
         batch,
@@ -85,7 +92,8 @@ def _commit(
     query_id: str,
     batch: int,
     present: list[TaskMessage],
-) -> None:
+) -> dict[int, Handle]:
+    """Decide and commit; return the batch's handles by Spark partition."""
     prefix = options.transactional_id_prefix
     recorded = read_decision(cluster, prefix, query_id, batch=batch)
     same_batch = recorded is not None and recorded.batch == batch
@@ -94,7 +102,7 @@ def _commit(
         if m.kind in (FRESH, PENDING) and m.handle is not None:
             handles[m.partition] = m.handle
     if not handles:
-        return
+        return handles
     if not same_batch or recorded is None or dict(recorded.handles) != handles:
         anchor = next((m.anchor for m in present if m.anchor is not None), None)
         if anchor is None and recorded is not None:
@@ -119,6 +127,35 @@ def _commit(
             "recorded: restart the query from its checkpoint and these partitions are "
             "written again and committed with the rest; nothing becomes visible twice."
         )
+    return handles
+
+
+def _abort_leftovers(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    decided: dict[int, Handle],
+    still_open: Sequence[OpenTransaction],
+) -> None:
+    """Abort this query's open transactions that the committed batch does not hold.
+
+    The batch is committed and every task of it has ended, so an open transaction of a
+    partition outside its handles belongs to an earlier run or attempt that never
+    reached a decision: it can only pin the LSO.
+    """
+    for txn in still_open:
+        tid = txn.transactional_id
+        if query_of(prefix, tid) != query_id or partition_of(prefix, tid) in decided:
+            continue
+        log.warning(
+            "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
+            "this query, not part of the committed batch",
+            tid,
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.state,
+        )
+        abort_open_transaction(cluster, txn)
 
 
 def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
@@ -148,7 +185,12 @@ def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch
                 )
 
 
-def abort_lingering(cluster: ClusterClient, options: WriterOptions, query_id: str) -> None:
+def abort_lingering(
+    cluster: ClusterClient,
+    options: WriterOptions,
+    query_id: str,
+    still_open: Sequence[OpenTransaction],
+) -> None:
     """Abort transactions other query ids left open under the prefix; report live ones.
 
     A transaction under ``transactionalIdPrefix`` that belongs to another query id and
@@ -157,12 +199,13 @@ def abort_lingering(cluster: ClusterClient, options: WriterOptions, query_id: st
     is aborted. A younger one is watched until it is that old (then aborted) or until its
     query records a new commit decision — a second *live* query on the same prefix, which
     is reported with :class:`ConcurrentQueryError`, never fenced.
+
+    ``still_open`` is :func:`find_open_transactions` under the prefix, listed after the
+    batch was committed.
     """
     prefix = options.transactional_id_prefix
     foreign = [
-        t
-        for t in find_open_transactions(cluster, prefix)
-        if query_of(prefix, t.transactional_id) not in (None, query_id)
+        t for t in still_open if query_of(prefix, t.transactional_id) not in (None, query_id)
     ]
     if not foreign:
         return

@@ -16,6 +16,7 @@ import re
 
 __all__ = [
     "decision_group",
+    "partition_of",
     "query_of",
     "transactional_id",
 ]
@@ -36,11 +37,22 @@ def decision_group(prefix: str, query_id: str) -> str:
     return f"{prefix}{query_id}-{_DECISION}"
 
 
-def query_of(prefix: str, transactional_id: str) -> str | None:
-    """The query id of a transactional id made by :func:`transactional_id`, or None."""
+def _parse(prefix: str, transactional_id: str) -> tuple[str, int] | None:
     if not transactional_id.startswith(prefix):
         return None
     query, sep, partition = transactional_id[len(prefix) :].rpartition("-")
     if not sep or not partition.isdigit() or not _QUERY_ID.fullmatch(query):
         return None
-    return query
+    return query, int(partition)
+
+
+def query_of(prefix: str, transactional_id: str) -> str | None:
+    """The query id of a transactional id made by :func:`transactional_id`, or None."""
+    parsed = _parse(prefix, transactional_id)
+    return parsed[0] if parsed is not None else None
+
+
+def partition_of(prefix: str, transactional_id: str) -> int | None:
+    """The Spark partition of a transactional id made by :func:`transactional_id`."""
+    parsed = _parse(prefix, transactional_id)
+    return parsed[1] if parsed is not None else None

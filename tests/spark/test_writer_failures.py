@@ -1,0 +1,306 @@
+"""Rows of DESIGN.md's failure table, through real Spark queries on the shared cluster.
+
+Every test reads the output with an independent read_committed consumer (librdkafka) and
+proves each expected record exactly once and nothing else; where a batch must stay
+invisible, it also shows that its rows *are* in the log (read_uncommitted), so the
+check could fail.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.streaming import StreamingQuery
+
+from pyspark_kafka_txn.client.admin import describe_transactions
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
+from pyspark_kafka_txn.writer.lingering import abort_open_transaction
+from tests.broker.clients import watermarks
+from tests.conftest import KafkaTarget
+from tests.spark.kafka_data import committed_batches, reference_rows
+from tests.spark.writer_kit import (
+    failing_while,
+    held_until,
+    open_transactions,
+    pipeline,
+    wait_until,
+)
+
+
+def _prefix() -> str:
+    return f"f-{uuid.uuid4().hex[:8]}-"
+
+
+def _input(bootstrap: str, topic: str, n: int = 20, tag: str = "v") -> Counter[bytes]:
+    """``n`` records in each of the two source partitions, one committed transaction."""
+    rows = [(p, f"{tag}{p}-{i}".encode()) for i in range(n) for p in (0, 1)]
+    committed_batches(bootstrap, topic, [rows])
+    return Counter(v for _, v in rows)
+
+
+def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[bytes]:
+    return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
+
+
+def _settled(bootstrap: str, topic: str, partitions: int = 2) -> bool:
+    """No open transaction pins the LSO of any partition of ``topic``."""
+    return all(
+        watermarks(bootstrap, topic, p, "read_committed")
+        == watermarks(bootstrap, topic, p, "read_uncommitted")
+        for p in range(partitions)
+    )
+
+
+def _holding_marker(bootstrap: str, tid: str) -> bool:
+    """``tid``'s transaction is open and holds its batch marker (its task is done)."""
+    txn = open_transactions(bootstrap, tid).get(tid)
+    return txn is not None and any(t == "__consumer_offsets" for t, _ in txn.partitions)
+
+
+def _leave_open(bootstrap: str, tid: str, topic: str, partition: int, value: bytes) -> None:
+    """Write ``value`` in a transaction of ``tid`` and leave it open."""
+    with TransactionalProducer(ProducerConfig(bootstrap, tid)) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce(topic, pa.array([value]), partitions=partition)
+        producer.flush()
+
+
+def _fails(query: StreamingQuery, match: str) -> str:
+    """Wait for ``query`` to fail with an error containing ``match``; return its text."""
+    with pytest.raises(Exception, match=match) as failure:
+        query.awaitTermination(180)
+    return str(failure.value)
+
+
+def _held(gate: Path) -> Callable[[DataFrame], DataFrame]:
+    def transform(df: DataFrame) -> DataFrame:
+        return df.select("key", held_until(gate, F.col("value")).alias("value"))
+
+    return transform
+
+
+def test_held_back_task_hides_its_whole_batch(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="vsrc")
+    sink = kafka.create_topic(partitions=2, prefix="vout")
+    expected = _input(bs, source)
+    gate, prefix = tmp_path / "gate", _prefix()
+    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", _held(gate))()
+    try:
+        tid = f"{prefix}{query.id}-0"
+        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
+        # Task 0's rows are in the log, in its open transaction; task 1 is held back.
+        assert sum(_output(bs, sink, "read_uncommitted").values()) == 20
+        assert _output(bs, sink) == Counter()
+    finally:
+        gate.touch()
+    assert query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    assert _output(bs, sink) == expected
+    assert _settled(bs, sink)
+
+
+def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="asrc")
+    sink = kafka.create_topic(partitions=2, prefix="aout")
+    expected = _input(bs, source)
+    gate, poison, prefix = tmp_path / "gate", tmp_path / "poison", _prefix()
+    poison.touch()
+
+    def failing(df: DataFrame) -> DataFrame:
+        # Task 1 waits for the gate, then fails on its first row in every attempt.
+        held = held_until(gate, F.col("value"))
+        return df.select("key", failing_while(poison, held, b"v1-").alias("value"))
+
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", failing)
+    query = start()
+    try:
+        tid = f"{prefix}{query.id}-0"
+        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
+    finally:
+        gate.touch()
+    _fails(query, "injected failure")
+    # abort() ended task 0's prepared transaction: its rows are in the log, aborted.
+    wait_until("the aborted batch's markers", lambda: _settled(bs, sink))
+    assert sum(_output(bs, sink, "read_uncommitted").values()) >= 20
+    assert _output(bs, sink) == Counter()
+
+    poison.unlink()
+    again = start()
+    assert again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert _output(bs, sink) == expected
+    assert _settled(bs, sink)
+
+
+def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="tsrc")
+    sink = kafka.create_topic(partitions=2, prefix="tout")
+    expected = _input(bs, source)
+    gate, prefix = tmp_path / "gate", _prefix()
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", _held(gate))
+    options = {"kafka.transaction.timeout.ms": "4000"}
+    query = start(options)
+    try:
+        tid = f"{prefix}{query.id}-0"
+        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
+        # The coordinator aborts task 0's transaction at its timeout, before commit().
+        wait_until("task 0's transaction timed out", lambda: tid not in open_transactions(bs, tid))
+    finally:
+        gate.touch()
+    error = _fails(query, "could not be committed")
+    assert "Spark partitions [0]" in error, error
+    # Only task 1's transaction was committed; task 0's rows were aborted by the timeout.
+    assert sum(_output(bs, sink).values()) == 20
+
+    again = start(options)
+    assert again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert _output(bs, sink) == expected  # task 0 rewritten, task 1 not written twice
+    assert _settled(bs, sink)
+
+
+def test_broker_faults_are_retried_without_loss_or_duplicates(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    embedded = kafka.require_embedded()
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="bsrc")
+    sink = kafka.create_topic(partitions=2, prefix="bout")
+    expected = _input(bs, source, n=200)
+    prefix = _prefix()
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="150")
+    rules = [
+        embedded.fail_requests("InitProducerId", "COORDINATOR_LOAD_IN_PROGRESS", count=2),
+        embedded.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", count=2),
+        embedded.drop_requests("Produce", after=True),  # appended, answer lost: a retry
+        embedded.drop_requests("InitProducerId", count=2, after=True),  # executed, answer lost
+        embedded.fail_requests("TxnOffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"),
+        embedded.fail_requests("OffsetCommit", "NOT_COORDINATOR"),  # the decision record
+        embedded.fail_requests("EndTxn", "CONCURRENT_TRANSACTIONS"),
+        embedded.drop_requests("EndTxn", after=True),  # committed, answer lost: a retry
+    ]
+    try:
+        query = start()
+        assert query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+    finally:
+        embedded.clear_faults()
+    assert [r.hits for r in rules] == [2, 2, 1, 2, 1, 1, 1, 1]  # every fault was met
+    assert len(query.recentProgress) >= 2
+    assert _output(bs, sink) == expected
+    assert _settled(bs, sink)
+
+
+def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """The driver died after ``commit()`` returned, before Spark's commit log entry."""
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="rsrc")
+    sink = kafka.create_topic(partitions=2, prefix="rout")
+    expected = _input(bs, source)
+    checkpoint = tmp_path / "chk"
+    start = pipeline(spark, bs, source, sink, _prefix(), checkpoint)
+    first = start()
+    assert first.awaitTermination(180)
+    assert first.exception() is None, first.exception()
+    assert _output(bs, sink) == expected
+    # The state a crash at that point leaves: batch 0 in the offset log, not committed.
+    (checkpoint / "commits" / "0").unlink()
+    for crc in (checkpoint / "commits").glob(".0.crc"):
+        crc.unlink()
+
+    again = start()
+    assert again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert [p.batchId for p in again.recentProgress] == [0]  # the batch did run again
+    assert (checkpoint / "commits" / "0").exists()
+    assert _output(bs, sink) == expected
+    assert _settled(bs, sink)
+
+
+def test_lingering_transaction_of_an_old_query_is_aborted(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """A query restarted with a new checkpoint: the old id's open transaction is ended."""
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="lsrc")
+    sink = kafka.create_topic(partitions=2, prefix="lout")
+    expected = _input(bs, source)
+    prefix = _prefix()
+    _leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, b"left-open")
+    assert not _settled(bs, sink)
+
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
+    query = start({"lingeringTransactionTimeout": "1s"})
+    assert query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    assert _output(bs, sink) == expected  # and never "left-open"
+    assert _settled(bs, sink)
+    assert b"left-open" in _output(bs, sink, "read_uncommitted")
+
+
+def test_second_live_query_on_the_prefix_is_reported_not_fenced(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """Another query commits batches under the prefix: an error names both query ids."""
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="csrc")
+    sink = kafka.create_topic(partitions=2, prefix="cout")
+    expected = _input(bs, source)
+    prefix, other = _prefix(), str(uuid.uuid4())
+    tid = f"{prefix}{other}-0"
+    _leave_open(bs, tid, sink, 0, b"other-query")
+    described = open_transactions(bs, tid)[tid]
+    stop = threading.Event()
+
+    def other_query_commits() -> None:
+        # The other query's driver recording a decision for each of its batches.
+        handle = Handle(0, described.producer_id, described.producer_epoch, 2)
+        with ClusterClient(bs) as cluster:
+            batch = 0
+            while not stop.wait(0.3):
+                previous = read_decision(cluster, prefix, other, batch=batch)
+                write_decision(cluster, prefix, other, batch, {0: handle}, (sink, 0), previous)
+                batch += 1
+
+    thread = threading.Thread(target=other_query_commits, daemon=True)
+    thread.start()
+    try:
+        query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")()
+        error = _fails(query, "Another live query")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert "Another live query" in error and other in error and query.id in error, error
+    # The other query's transaction was left alone (it pins the LSO of sink partition 0).
+    with ClusterClient(bs) as cluster:
+        still = describe_transactions(cluster, [tid])[tid]
+        assert still is not None and still.state == "Ongoing"
+        assert (still.producer_id, still.producer_epoch) == (
+            described.producer_id,
+            described.producer_epoch,
+        )
+        abort_open_transaction(cluster, open_transactions(bs, tid)[tid])
+    assert _settled(bs, sink)
+    assert _output(bs, sink) == expected  # its own batch was committed before the check

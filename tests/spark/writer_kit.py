@@ -1,0 +1,123 @@
+"""Writer tests' kit: queries, holding Spark tasks back, waiting for what the cluster shows.
+
+A *gate* is a file: the UDF of :func:`held_until` blocks the rows of one Spark partition
+until the file exists, so a test can look at the output while that task has not finished
+(the other tasks of the batch have). Files work in every Spark mode (local, separate
+executor JVMs, Spark Connect) because every process runs on this machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.streaming import StreamingQuery
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
+
+T = TypeVar("T")
+
+#: A hang detector for anything a test waits for (not a timing assertion).
+HANG_S = 180.0
+
+
+def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
+    """``column`` unchanged, its rows in Spark partition ``partition`` held until ``gate``."""
+    path = str(gate)
+
+    def hold(value: bytes | None) -> bytes | None:
+        import os
+        import time
+
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == partition:
+            deadline = time.monotonic() + 600
+            while not os.path.exists(path):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"gate {path} never opened")
+                time.sleep(0.05)
+        return value
+
+    return F.udf(hold, "binary", useArrow=False)(column)
+
+
+def failing_while(flag: Path, column: Column, prefix: bytes) -> Column:
+    """``column`` unchanged; a row starting with ``prefix`` fails its task while ``flag``
+    exists (in every attempt)."""
+    path = str(flag)
+
+    def check(value: bytes | None) -> bytes | None:
+        import os
+
+        if value is not None and value.startswith(prefix) and os.path.exists(path):
+            raise RuntimeError(f"injected failure on {value!r}")
+        return value
+
+    return F.udf(check, "binary", useArrow=False)(column)
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = HANG_S) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on a hang."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = probe()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"waited {timeout_s:g} s for {what}"
+        time.sleep(0.1)
+
+
+def open_transactions(bootstrap: str, prefix: str) -> dict[str, OpenTransaction]:
+    """The open transactions under ``prefix`` by transactional id."""
+    with ClusterClient(bootstrap) as cluster:
+        return {t.transactional_id: t for t in find_open_transactions(cluster, prefix)}
+
+
+def pipeline(
+    spark: SparkSession,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    prefix: str,
+    checkpoint: Path,
+    transform: Callable[[DataFrame], DataFrame] | None = None,
+    **reader: str,
+) -> Callable[..., StreamingQuery]:
+    """A Kafka → ``kafka_txn`` → ``kafka_txn`` query, ready to start with writer options.
+
+    ``reader`` adds source options (``maxOffsetsPerTrigger="10"``); the returned function
+    takes writer options as a dict (their names have dots) and starts the query with
+    ``availableNow``.
+    """
+    df = (
+        spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .options(**reader)
+        .load()
+        .select("key", "value")
+    )
+    if transform is not None:
+        df = transform(df)
+
+    def start(options: dict[str, str] | None = None) -> StreamingQuery:
+        return (
+            df.writeStream.format("kafka_txn")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink)
+            .option("transactionalIdPrefix", prefix)
+            .option("checkpointLocation", str(checkpoint))
+            .options(**(options or {}))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    return start

@@ -1,11 +1,17 @@
-"""The driver killed (SIGKILL, JVM and Python) inside ``commit()``, after the decision record.
+"""The driver killed (SIGKILL, JVM and Python) inside ``commit()``, and restarted.
 
-The first run's EndTxn requests are failed by the embedded broker (retriable
-COORDINATOR_LOAD_IN_PROGRESS, so the driver keeps retrying) until the decision record is
-in Kafka; then the whole query process group is killed. One recorded transaction is then
-committed by hand (as if that EndTxn had gone through before the crash). The restart uses
-a different number of Spark partitions, so the replayed batch puts rows elsewhere: the
-decision is rolled forward and the output holds every input record exactly once.
+After the decision record: the first run's EndTxn requests are failed by the embedded
+broker (retriable COORDINATOR_LOAD_IN_PROGRESS, so the driver keeps retrying) until the
+decision record is in Kafka; then the whole query process group is killed. One recorded
+transaction is then committed by hand (as if that EndTxn had gone through before the
+crash). The restart uses a different number of Spark partitions, so the replayed batch
+puts rows elsewhere: the decision is rolled forward and the output holds every input
+record exactly once.
+
+Before the decision record: every task has prepared its transaction and the driver is
+recording its decision (its OffsetCommit requests are failed); the restart, with fewer
+Spark partitions, aborts them all (the partition it no longer has included) and writes
+the batch again, exactly once.
 """
 
 from __future__ import annotations
@@ -138,3 +144,54 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
         assert watermarks(bs, sink, p, "read_committed") == watermarks(
             bs, sink, p, "read_uncommitted"
         )
+
+
+def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    embedded = kafka.require_embedded()
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix="ksrc")
+    sink = kafka.create_topic(partitions=3, prefix="kout")
+    batches = [[(i % 2, f"k{n}-{i}".encode()) for i in range(30)] for n in range(2)]
+    committed_batches(bs, source, batches)
+    expected = Counter(v for b in batches for _, v in b)
+    prefix = f"early-{uuid.uuid4().hex[:8]}-"
+    checkpoint = str(tmp_path / "chk")
+    log = tmp_path / "first.log"
+
+    # The decision record is an OffsetCommit: nothing else of the query sends one.
+    rule = embedded.fail_requests("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
+    first = _start(log, bs, source, sink, checkpoint, prefix, "4")
+    try:
+        deadline = time.monotonic() + 240  # a hang detector, not a timing assertion
+        while rule.hits == 0:
+            assert first.poll() is None, log.read_text()[-5000:]
+            assert time.monotonic() < deadline, "the driver never tried to record a decision"
+            time.sleep(0.1)
+    finally:
+        _kill_everything(first)
+        embedded.clear_faults()
+    with ClusterClient(bs) as cluster:
+        open_now = find_open_transactions(cluster, prefix)
+        queries = {query_of(prefix, t.transactional_id) for t in open_now}
+        assert len(queries) == 1 and None not in queries, open_now
+        query = queries.pop()
+        assert query is not None
+        assert read_decision(cluster, prefix, query, batch=0) is None
+    assert sorted(t.transactional_id for t in open_now) == [
+        f"{prefix}{query}-{p}" for p in range(4)
+    ]
+    assert reference_rows(bs, sink, 3) == []  # all prepared, nothing visible
+
+    second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
+    second.wait(240)
+    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
+    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
+    assert got == expected  # every input record exactly once, nothing of the first run
+    for p in range(3):  # partition 3's transaction, no longer written, was aborted too
+        assert watermarks(bs, sink, p, "read_committed") == watermarks(
+            bs, sink, p, "read_uncommitted"
+        )
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, prefix) == []

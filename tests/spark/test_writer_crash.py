@@ -26,6 +26,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
@@ -36,6 +38,8 @@ from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
+# The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
+pytestmark = pytest.mark.own_spark
 
 
 #: Settings of the test session's own Spark that must not reach the job (under

@@ -1,0 +1,133 @@
+"""The writer across cluster-wide events, each on its own embedded cluster.
+
+* Producer-epoch exhaustion (transaction version 2 bumps the epoch at every
+  InitProducerId and EndTxn): the cluster starts new producer ids a few epochs short of
+  exhaustion, so a running query crosses producer-id rotations within a few batches.
+* A whole-cluster restart (recovery from its data directory) while a batch is half
+  written: one task's transaction prepared, the other task still running.
+
+Output is read with an independent read_committed consumer (librdkafka): every input
+record exactly once, nothing else, nothing left open.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+
+from pyspark_kafka_txn.client.admin import describe_transactions
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.broker.clients import watermarks
+from tests.spark.kafka_data import committed_batches, reference_rows
+from tests.spark.writer_kit import held_until, open_transactions, pipeline, wait_until
+
+#: New producer ids start here: exhausted (32766) after three batches of one task.
+START_EPOCH = 32760
+
+
+@pytest.fixture
+def rollover_cluster() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(
+        transaction_version=2,
+        initial_producer_epoch=START_EPOCH,
+        transaction_abort_interval_ms=200,
+    ) as kafka:
+        yield kafka
+
+
+@pytest.fixture
+def durable_cluster(tmp_path: Path) -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(data_dir=tmp_path / "kafka", transaction_abort_interval_ms=200) as kafka:
+        yield kafka
+
+
+def _fill(kafka: EmbeddedKafka, topic: str, tag: str, batches: int) -> Counter[bytes]:
+    rows = [
+        [(p, f"{tag}{n}-{p}-{i}".encode()) for i in range(10) for p in (0, 1)]
+        for n in range(batches)
+    ]
+    committed_batches(kafka.bootstrap_servers, topic, rows)
+    return Counter(v for batch in rows for _, v in batch)
+
+
+def _exactly(kafka: EmbeddedKafka, topic: str, expected: Counter[bytes]) -> None:
+    bs = kafka.bootstrap_servers
+    assert Counter(bytes(r[1]) for r in reference_rows(bs, topic, 2)) == expected
+    for p in range(2):
+        assert watermarks(bs, topic, p, "read_committed") == watermarks(
+            bs, topic, p, "read_uncommitted"
+        )
+
+
+def _producer_id(bootstrap: str, tid: str) -> tuple[int, int]:
+    with ClusterClient(bootstrap) as cluster:
+        described = describe_transactions(cluster, [tid])[tid]
+    assert described is not None, tid
+    return described.producer_id, described.producer_epoch
+
+
+def test_running_query_crosses_producer_id_rotations(
+    spark: SparkSession, rollover_cluster: EmbeddedKafka, tmp_path: Path
+) -> None:
+    kafka, bs = rollover_cluster, rollover_cluster.bootstrap_servers
+    source, sink = "rsrc", "rout"
+    kafka.create_topic(source, 2)
+    kafka.create_topic(sink, 2)
+    prefix = f"roll-{uuid.uuid4().hex[:8]}-"
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="20")
+
+    expected = _fill(kafka, source, "a", 1)
+    first = start()
+    assert first.awaitTermination(180)
+    assert first.exception() is None, first.exception()
+    tid = f"{prefix}{first.id}-0"
+    before = _producer_id(bs, tid)
+    assert before[1] >= START_EPOCH
+
+    # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice.
+    expected += _fill(kafka, source, "b", 6)
+    again = start()
+    assert again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert len(again.recentProgress) >= 6
+    after = _producer_id(bs, tid)
+    assert after[0] != before[0], (before, after)  # the producer id rotated
+    _exactly(kafka, sink, expected)
+
+
+def test_cluster_restart_while_a_batch_is_half_written(
+    spark: SparkSession, durable_cluster: EmbeddedKafka, tmp_path: Path
+) -> None:
+    kafka, bs = durable_cluster, durable_cluster.bootstrap_servers
+    source, sink = "dsrc", "dout"
+    kafka.create_topic(source, 2)
+    kafka.create_topic(sink, 2)
+    expected = _fill(kafka, source, "d", 1)
+    gate, prefix = tmp_path / "gate", f"dur-{uuid.uuid4().hex[:8]}-"
+
+    def held(df: DataFrame) -> DataFrame:
+        return df.select("key", held_until(gate, F.col("value")).alias("value"))
+
+    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held)()
+    try:
+        tid = f"{prefix}{query.id}-0"
+
+        def prepared() -> bool:
+            txn = open_transactions(bs, tid).get(tid)
+            return txn is not None and any(t == "__consumer_offsets" for t, _ in txn.partitions)
+
+        wait_until("task 0 prepared", prepared)
+        kafka.restart()  # every broker down and up again, state from the data directory
+        assert tid in open_transactions(bs, tid)  # the prepared transaction survived
+    finally:
+        gate.touch()
+    assert query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    _exactly(kafka, sink, expected)

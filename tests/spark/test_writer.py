@@ -6,6 +6,7 @@ record by record, with what must be there exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.broker.clients import watermarks
+from tests.broker.aio_clients import consume_all as aio_consume_all
+from tests.broker.clients import kcat_consume, kcat_path, watermarks
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, interleaved, reference_rows, values
 
@@ -57,10 +59,34 @@ def test_stream_pipeline_exactly_once(
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    got = sorted(values(reference_rows(bs, sink, 3)))
-    assert got == expected
-    assert all(b"AB-" not in v for v in got)  # nothing of the aborted input transaction
+    librdkafka = [(r[3], r[4], r[0], bytes(r[1])) for r in reference_rows(bs, sink, 3)]
+    assert sorted(v for *_, v in librdkafka) == expected
+    assert all(b"AB-" not in v for *_, v in librdkafka)  # nothing of the aborted input txn
     _assert_nothing_open(bs, sink, 3)
+    # Three more independent readers see exactly the same records at the same offsets.
+    aio = asyncio.run(aio_consume_all(bs, sink, 3))
+    assert [(r.partition, r.offset, r.key, r.value) for r in aio] == librdkafka
+    kcat = kcat_consume(kcat_path(), bs, sink, "read_committed")
+    assert [
+        (r["partition"], r["offset"], _utf8(r["key"]), _utf8(r["payload"])) for r in kcat
+    ] == librdkafka
+    ours = (
+        spark.read.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", sink)
+        .load()
+        .select("partition", "offset", "key", "value")
+        .collect()
+    )
+    assert sorted((r[0], r[1], _bytes(r[2]), _bytes(r[3])) for r in ours) == librdkafka
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+def _bytes(value: bytes | bytearray | None) -> bytes | None:
+    return None if value is None else bytes(value)
 
 
 def test_several_micro_batches_keep_keys_in_order(

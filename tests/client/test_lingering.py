@@ -362,18 +362,18 @@ def test_a_stuck_prepare_commit_is_reported(kafka_tv2: EmbeddedKafka) -> None:
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=2), topic, [b"x"], commit=None
     )
-    kafka_tv2.set_marker_delay(1.5)
+    kafka_tv2.set_marker_delay(8.0)  # far beyond the abort's 0.3 s budget
     try:
         with ClusterClient(bs) as cluster:
             end_transaction(cluster, handle, commit=True)
             [txn] = find_open_transactions(cluster, prefix)
-            started = time.monotonic()
             with pytest.raises(TransactionNotAbortedError, match="is still PrepareCommit"):
                 abort_open_transaction(cluster, txn, timeout_s=0.3)
-            assert time.monotonic() - started < 1.5
+            # It gave up within its budget, not when the markers landed: still completing.
+            assert [t.state for t in find_open_transactions(cluster, prefix)] == ["PrepareCommit"]
     finally:
         kafka_tv2.set_marker_delay(0.0)
-    assert _read_committed_to_end(bs, topic) == [b"x"]
+    assert _read_committed_to_end(bs, topic, timeout_s=60) == [b"x"]
 
 
 # --- secured cluster ------------------------------------------------------------------

@@ -12,13 +12,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.aio_clients import consume_all as aio_consume_all
 from tests.broker.clients import kcat_consume, kcat_path, watermarks
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, interleaved, reference_rows, values
+from tests.spark.writer_kit import pipeline
 
 
 def _prefix() -> str:
@@ -33,7 +34,7 @@ def _assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def test_stream_pipeline_exactly_once(
-    spark: SparkSession, kafka: KafkaTarget, tmp_path: object
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     """Kafka (committed, aborted, open txns) → kafka_txn → transform → kafka_txn."""
     bs = kafka.bootstrap_servers
@@ -42,21 +43,11 @@ def test_stream_pipeline_exactly_once(
     layout = interleaved(bs, source)
     layout.commit_open(bs)
     expected = sorted(v.upper() for v in values(reference_rows(bs, source, 2)))
-    query = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bs)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .load()
-        .select(F.col("key"), F.upper(F.col("value").cast("string")).alias("value"))
-        .writeStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bs)
-        .option("topic", sink)
-        .option("transactionalIdPrefix", _prefix())
-        .option("checkpointLocation", str(tmp_path))
-        .trigger(availableNow=True)
-        .start()
-    )
+
+    def upper(df: DataFrame) -> DataFrame:
+        return df.select("key", F.upper(F.col("value").cast("string")).alias("value"))
+
+    query = pipeline(spark, bs, source, sink, _prefix(), tmp_path, upper)()
     query.awaitTermination(120)
     assert query.exception() is None
     librdkafka = [(r[3], r[4], r[0], bytes(r[1])) for r in reference_rows(bs, sink, 3)]
@@ -90,32 +81,20 @@ def _bytes(value: bytes | bytearray | None) -> bytes | None:
 
 
 def test_several_micro_batches_keep_keys_in_order(
-    spark: SparkSession, kafka: KafkaTarget, tmp_path: object
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     bs = kafka.bootstrap_servers
     source = kafka.create_topic(partitions=2, prefix="wsrc")
     sink = kafka.create_topic(partitions=2, prefix="wout")
     batches = [[(i % 2, f"k{i % 5}:{n}:{i}".encode()) for i in range(20)] for n in range(3)]
     committed_batches(bs, source, batches)
-    query = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bs)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "25")
-        .load()
-        .select(
-            F.split(F.col("value").cast("string"), ":").getItem(0).alias("key"),
-            F.col("value"),
-        )
-        .writeStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bs)
-        .option("topic", sink)
-        .option("transactionalIdPrefix", _prefix())
-        .option("checkpointLocation", str(tmp_path))
-        .trigger(availableNow=True)
-        .start()
-    )
+
+    def keyed(df: DataFrame) -> DataFrame:
+        key = F.split(F.col("value").cast("string"), ":").getItem(0)
+        return df.select(key.alias("key"), "value")
+
+    start = pipeline(spark, bs, source, sink, _prefix(), tmp_path, keyed, maxOffsetsPerTrigger="25")
+    query = start()
     query.awaitTermination(120)
     assert query.exception() is None
     assert len(query.recentProgress) >= 2  # several micro-batches

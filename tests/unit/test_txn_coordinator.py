@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.embedded.txn import TransactionCoordinator, TxnState
+from pyspark_kafka_txn.embedded.txn import TxnState
+from tests.unit.txn_harness import Harness
 
 TP = ("t", 0)
-
-
-class Harness:
-    def __init__(self, tv: int = 2) -> None:
-        self.now = 1_000
-        self.markers: list[tuple[int, int, bool, list[tuple[str, int]]]] = []
-        self.scheduled: list[Callable[[], None]] = []
-        self.lines: list[str] = []
-        self.coord = TransactionCoordinator(
-            clock_ms=lambda: self.now,
-            write_markers=lambda pid, e, c, parts: self.markers.append((pid, e, c, list(parts))),
-            schedule=lambda _delay, fn: self.scheduled.append(fn),
-            transaction_version=tv,
-            sink=self.lines.append,
-        )
-
-    def run_markers(self) -> None:
-        while self.scheduled:
-            self.scheduled.pop(0)()
-
-    def init(self, tid: str = "x", timeout: int = 60_000) -> tuple[int, int]:
-        r = self.coord.init_producer_id(tid, timeout)
-        assert r.error is ErrorCode.none, r
-        return r.producer_id, r.epoch
 
 
 def test_init_validation() -> None:

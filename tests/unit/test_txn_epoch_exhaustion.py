@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -15,42 +13,23 @@ from pyspark_kafka_txn.embedded import ClusterConfig
 from pyspark_kafka_txn.embedded.txn import (
     MAX_EPOCH,
     MAX_EPOCH_BEFORE_EXHAUSTED,
-    TransactionCoordinator,
     TxnResult,
     TxnState,
     is_epoch_exhausted,
 )
+from tests.unit.txn_harness import Harness as BaseHarness
 
 TP = ("t", 0)
 EXHAUSTED = MAX_EPOCH_BEFORE_EXHAUSTED  # 32766
 START = EXHAUSTED - 2  # 32764
 
 
-class Harness:
-    """A coordinator with a manual clock, recorded markers and a manual scheduler."""
+class Harness(BaseHarness):
+    """The shared harness, new producer ids starting ``start`` (default two short of
+    exhaustion)."""
 
     def __init__(self, tv: int = 2, start: int = START) -> None:
-        self.now = 1_000
-        self.markers: list[tuple[int, int, bool, list[tuple[str, int]]]] = []
-        self.scheduled: list[Callable[[], None]] = []
-        self.lines: list[str] = []
-        self.coord = TransactionCoordinator(
-            clock_ms=lambda: self.now,
-            write_markers=lambda pid, e, c, parts: self.markers.append((pid, e, c, list(parts))),
-            schedule=lambda _delay, fn: self.scheduled.append(fn),
-            transaction_version=tv,
-            sink=self.lines.append,
-            initial_producer_epoch=start,
-        )
-
-    def run_markers(self) -> None:
-        while self.scheduled:
-            self.scheduled.pop(0)()
-
-    def init(self, tid: str = "x", expected: tuple[int, int] = (-1, -1)) -> tuple[int, int]:
-        r = self.coord.init_producer_id(tid, 60_000, *expected)
-        assert r.error is ErrorCode.none, r
-        return r.producer_id, r.epoch
+        super().__init__(tv, start)
 
     def init_until_exhausted(self, tid: str = "x") -> int:
         pid, epoch = self.init(tid)

@@ -1,0 +1,193 @@
+"""Two attempts of one Spark partition's write, driven directly (no Spark).
+
+DESIGN.md's failure table: *two attempts of the same partition (speculation, zombie
+executor): only the newest epoch can produce/commit; the older one's data never becomes
+visible; if the driver holds the fenced attempt's handle, commit() fails loudly and the
+replay is exactly once.*
+
+Spark cannot be made to hand the driver the fenced attempt's handle on purpose (its
+commit coordinator lets the first attempt that finishes report, and whether a slower copy
+initialised its id before that is a race), and local masters never speculate (see
+``tests/spark/test_writer_attempts.py``, which runs a real speculative copy on a
+standalone cluster). So here the executor side (``write_task``) and the driver side
+(``commit_batch``) are called in the test process, as the tasks and the driver call them,
+with the same :class:`TaskIdentity` except the attempt. Spark partition ``p`` writes to
+Kafka partition ``p``; every value is ``"<n> <writer>"`` so each record names the attempt
+that wrote it. The output is read by librdkafka at read_committed (and at
+read_uncommitted, to show the losing attempt's records are in the log), on the session
+cluster and on one with transaction version 1.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+from pyspark_kafka_txn.errors import CommitFailedError, ProducerFencedError
+from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.writer.commit import commit_batch
+from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
+from tests.broker.clients import watermarks
+from tests.client.helpers import read_records
+from tests.conftest import KafkaTarget
+
+TIMEOUT_MS = 60_000
+ROWS = 30
+HALF = ROWS // 2
+
+
+@pytest.fixture(scope="module")
+def kafka_tv1() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(transaction_version=1, transaction_abort_interval_ms=200) as kafka:
+        yield kafka
+        errors = kafka.call(lambda c: list(c.internal_errors))
+        assert not errors, f"embedded broker internal errors: {errors}"
+
+
+@pytest.fixture(params=["session", "tv1"])
+def target(request: pytest.FixtureRequest) -> KafkaTarget:
+    """The session's cluster (embedded: transaction version 2), then a TV1 one."""
+    if request.param == "session":
+        kafka = request.getfixturevalue("kafka")
+        assert isinstance(kafka, KafkaTarget)
+        return kafka
+    embedded = request.getfixturevalue("kafka_tv1")
+    return KafkaTarget(embedded.bootstrap_servers, embedded)
+
+
+def _options(target: KafkaTarget, topic: str) -> WriterOptions:
+    return parse_writer_options(
+        {
+            "kafka.bootstrap.servers": target.bootstrap_servers,
+            "topic": topic,
+            "transactionalIdPrefix": f"z-{uuid.uuid4().hex[:8]}-",
+        }
+    )
+
+
+def _rows(partition: int, writer: str, start: int = 0, stop: int = ROWS) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([f"{n} {writer}".encode() for n in range(start, stop)], pa.binary()),
+            "partition": pa.array([partition] * (stop - start), pa.int32()),
+        }
+    )
+
+
+def _write(
+    options: WriterOptions, who: TaskIdentity, writer: str, *batches: pa.RecordBatch
+) -> TaskMessage:
+    return write_task(options, who, iter(batches or [_rows(who.partition, writer)]), TIMEOUT_MS)
+
+
+def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[str]:
+    """Every record of ``topic`` visible at ``isolation`` as ``"<partition>:<value>"``."""
+    records = read_records(bootstrap, topic, 2, isolation=isolation)
+    return Counter(f"{p}:{(value or b'').decode()}" for p, _, value, _ in records)
+
+
+def _expected(partition: int, writer: str, count: int = ROWS) -> Counter[str]:
+    return Counter(f"{partition}:{n} {writer}" for n in range(count))
+
+
+def _assert_nothing_open(bootstrap: str, topic: str) -> None:
+    for p in range(2):
+        committed = watermarks(bootstrap, topic, p, "read_committed")
+        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
+        assert committed == uncommitted, f"{topic}-{p}: LSO pinned {committed} vs {uncommitted}"
+
+
+def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly_once(
+    target: KafkaTarget,
+) -> None:
+    bs = target.bootstrap_servers
+    topic = target.create_topic(partitions=2, prefix="zfenced")
+    options = _options(target, topic)
+    p0 = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    p1 = replace(p0, partition=1)
+
+    older = _write(options, p0, "a0")
+    newer = _write(options, replace(p0, attempt=1), "a1")  # fences the older attempt
+    other = _write(options, p1, "p1")
+    assert older.kind == newer.kind == other.kind == FRESH
+    assert older.handle is not None and newer.handle is not None
+    assert (newer.handle.producer_id, newer.handle.producer_epoch) != (
+        older.handle.producer_id,
+        older.handle.producer_epoch,
+    )
+
+    # The driver got the older attempt's message (as if it had reported first).
+    with pytest.raises(CommitFailedError, match=r"Spark partitions \[0\] could not be committed"):
+        commit_batch(options, [older, other], 0)
+    # The decision stands for partition 1; nothing of either attempt of partition 0 is
+    # visible, though both are in the log (the older aborted, the newer still open).
+    assert _visible(bs, topic) == _expected(1, "p1")
+    uncommitted = _visible(bs, topic, "read_uncommitted")
+    assert uncommitted == _expected(0, "a0") + _expected(0, "a1") + _expected(1, "p1")
+
+    # The query restarts from its checkpoint and replays batch 0 (attempt 0 again).
+    replay0 = _write(options, p0, "r0")
+    replay1 = _write(options, p1, "r1")
+    assert replay0.kind == FRESH  # the recorded transaction is lost: written again
+    assert replay1.kind == COMMITTED  # committed by the failed commit(): nothing to write
+    commit_batch(options, [replay0, replay1], 0)
+
+    assert _visible(bs, topic) == _expected(0, "r0") + _expected(1, "p1")
+    _assert_nothing_open(bs, topic)
+
+
+def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarget) -> None:
+    """Attempt 0 writes its first rows, attempt 1 runs to its prepared transaction, then
+    attempt 0 goes on writing: it is fenced, and its abort leaves attempt 1's alone."""
+    bs = target.bootstrap_servers
+    topic = target.create_topic(partitions=2, prefix="zzombie")
+    options = _options(target, topic)
+    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    newer: list[TaskMessage] = []
+
+    def older_rows() -> Iterator[pa.RecordBatch]:
+        yield _rows(0, "a0", 0, HALF)
+        # The older attempt's first rows are in the log before the newer one starts.
+        deadline = time.monotonic() + 30  # a hang detector
+        while watermarks(bs, topic, 0, "read_uncommitted")[1] < HALF:
+            assert time.monotonic() < deadline, "attempt 0's first rows never reached the log"
+            time.sleep(0.02)
+        newer.append(_write(options, replace(who, attempt=1), "a1"))
+        yield _rows(0, "a0", HALF, ROWS)
+
+    with pytest.raises(ProducerFencedError):
+        write_task(options, who, older_rows(), TIMEOUT_MS)
+    assert len(newer) == 1 and newer[0].kind == FRESH
+
+    commit_batch(options, newer, 0)
+    assert _visible(bs, topic) == _expected(0, "a1")
+    # In the log: attempt 0's first rows (aborted by attempt 1), none of the rest.
+    assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0", HALF) + _expected(0, "a1")
+    _assert_nothing_open(bs, topic)
+
+
+def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
+    target: KafkaTarget,
+) -> None:
+    """Both attempts prepared; the driver got the newest one's message."""
+    bs = target.bootstrap_servers
+    topic = target.create_topic(partitions=2, prefix="znewest")
+    options = _options(target, topic)
+    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+
+    older = _write(options, who, "a0")
+    newer = _write(options, replace(who, attempt=1), "a1")
+    assert older.kind == newer.kind == FRESH
+    commit_batch(options, [newer], 0)
+
+    assert _visible(bs, topic) == _expected(0, "a1")
+    assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0") + _expected(0, "a1")
+    _assert_nothing_open(bs, topic)

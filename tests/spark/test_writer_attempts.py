@@ -1,0 +1,302 @@
+"""Several attempts of one Spark partition's write: speculation and killed Python workers.
+
+DESIGN.md's failure table: *two attempts of the same partition (speculation, zombie
+executor): only the newest epoch can produce/commit; the older one's data never becomes
+visible*, and a task whose Python worker is killed is retried. Every test reads the output
+with an independent read_committed consumer (librdkafka) and shows that the losing
+attempt's records *are* in the log (read_uncommitted), so the check could fail.
+
+Where Spark speculates (Spark 4.3.0: read in the installed jars with ``javap -c``, and
+tried with a job whose attempt 0 of one task blocks while the others finish):
+
+* ``local``, ``local[N]``, ``local[N,F]``: never. ``SparkContext.createTaskScheduler``
+  builds their ``TaskSchedulerImpl`` with ``isLocal = true`` (``local-cluster`` and
+  ``spark://`` get the default ``false``), and ``TaskSchedulerImpl.start()`` schedules
+  ``checkSpeculatableTasks`` only ``if (!isLocal && conf.get(SPECULATION_ENABLED))``
+  (the same code in apache/spark v4.1.2, ``TaskSchedulerImpl.scala`` L228-L237). With
+  ``spark.speculation=true`` on ``local[4]`` the driver log has neither "Starting
+  speculative execution thread" nor any task marked speculatable.
+* ``local-cluster[2,1,1024]``: the thread runs and marks the task ("Marking task 0 in
+  stage 0.0 (on 192.0.2.2) as speculatable …"), but no copy is launched:
+  ``TaskSetManager.dequeueTaskFromList`` skips a speculative task for an offer when
+  ``hasAttemptOnHost(index, host)``, a plain comparison of the host *names* of the
+  task's earlier attempts with the offer's, and every executor of ``LocalSparkCluster``
+  registers with the same host. No setting reaches that check (it is unconditional);
+  attempt 0 blocked for 40 s next to an idle executor and got no copy.
+* a standalone cluster (``spark-class …Master`` and two ``…Worker``) on this one machine
+  whose workers bind ``127.0.0.1`` and ``127.0.0.2`` (both loopback on Linux): the
+  executors register with different host names and the copy is launched on the other
+  one a few milliseconds after the task is marked speculatable.
+
+So the speculation test starts such a cluster and runs its job in a child process
+(``tests/spark/speculation_job.py``); it runs the same way whatever ``KAFKA_TXN_SPARK``
+says. A driver that holds the *fenced* attempt's handle (commit fails loudly, the replay
+is exactly once) cannot be arranged deterministically through Spark; the writer's task
+and commit functions are driven directly for it in ``tests/client/test_writer_zombie.py``.
+The killed Python worker runs on the shared session (``local[2,2]`` retries a failed task
+once; ``local-cluster`` and Spark Connect as configured in ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+
+from tests.broker.clients import watermarks
+from tests.conftest import KafkaTarget
+from tests.spark.kafka_data import Row, reference_rows
+from tests.spark.speculation_job import ROWS as SPEC_ROWS
+from tests.spark.test_writer_crash import _kill_everything
+
+ROOT = Path(__file__).resolve().parents[2]
+HANG_S = 240.0  # hang detector of every wait here, never a timing assertion
+WORKER_HOSTS = ("127.0.0.1", "127.0.0.2")
+#: Settings of the test session's own Spark that must not reach the child processes.
+_SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
+
+
+def _prefix() -> str:
+    return f"att-{uuid.uuid4().hex[:8]}-"
+
+
+def _assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        committed = watermarks(bootstrap, topic, p, "read_committed")
+        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
+        assert committed == uncommitted, f"{topic}-{p}: LSO pinned {committed} vs {uncommitted}"
+
+
+def _tags(rows: list[Row], partition: int) -> Counter[str]:
+    """How many records of Kafka ``partition`` each attempt (``a<n>``) wrote."""
+    return Counter(bytes(r[1]).split()[1].decode() for r in rows if r[3] == partition)
+
+
+def _assert_exactly_once(rows: list[Row], expected: range) -> None:
+    got = Counter(int(bytes(r[1]).split()[0]) for r in rows)
+    assert got == Counter(expected), (
+        f"missing {sorted(set(expected) - set(got))[:10]}, "
+        f"twice {sorted(v for v, n in got.items() if n > 1)[:10]}"
+    )
+
+
+# -- a killed Python worker --------------------------------------------------------------
+
+KILL_ROWS = 400  # ids per Spark partition
+KILL_AT = 300  # attempt 0 of partition 0 dies at this id
+#: Padding of every value: a Python worker writes its output through a 64 KiB buffer, so
+#: rows must be this large for attempt 0's first rows to reach its writer while its UDF
+#: waits (with short values nothing reached the log, seen by experiment).
+PAD = 1000
+
+
+def _kill_first_attempt(marker: str, bootstrap: str, sink: str) -> Callable[[int], str]:
+    """A UDF making each value ``"<id> a<attempt> <padding>"``; SIGKILLs its own worker
+    once (see the test)."""
+
+    def tag(value: int) -> str:
+        import os
+        import signal
+        import time
+
+        from confluent_kafka import Consumer, TopicPartition
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        attempt = ctx.attemptNumber()
+        if ctx.partitionId() == 0 and attempt == 0 and value == KILL_AT:
+            # Die only once this attempt's transaction holds records: the retry must
+            # deal with data of the killed attempt, not with an empty transaction.
+            deadline = time.monotonic() + 240
+            while True:
+                consumer = Consumer(
+                    {
+                        "bootstrap.servers": bootstrap,
+                        "group.id": "kill-wm",
+                        "isolation.level": "read_uncommitted",  # the high watermark, not the LSO
+                    }
+                )
+                try:
+                    _, high = consumer.get_watermark_offsets(
+                        TopicPartition(sink, 0), timeout=10, cached=False
+                    )
+                finally:
+                    consumer.close()
+                if high > 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no record of attempt 0 reached the log")
+                time.sleep(0.05)
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return f"{value} a{attempt} {'.' * PAD}"  # fired before: not again
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"{value} a{attempt} {'.' * PAD}"
+
+    return tag
+
+
+@pytest.fixture
+def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
+    """Arrow batches of 20 rows (UDF input, writer input) for the duration of a test."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "20")
+    yield
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
+@pytest.mark.usefixtures("small_arrow_batches")
+def test_killed_python_worker_is_retried_exactly_once(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """The Python worker running the UDF of attempt 0 of partition 0 is SIGKILLed while
+    that attempt's transaction holds records; Spark retries the task, whose InitProducerId
+    aborts them; its rows are written once and the killed attempt's stay invisible."""
+    bs = kafka.bootstrap_servers
+    sink = kafka.create_topic(partitions=2, prefix="wkill")
+    marker = tmp_path / "killed"
+    tag = F.udf(
+        _kill_first_attempt(str(marker), bs, sink), "string", useArrow=True
+    ).asNondeterministic()
+    df = spark.range(0, 2 * KILL_ROWS, 1, 2).select(
+        tag(F.col("id")).alias("value"),
+        F.spark_partition_id().alias("partition"),  # Spark partition p -> Kafka partition p
+    )
+    df.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option("topic", sink).option(
+        "transactionalIdPrefix", _prefix()
+    ).mode("append").save()
+
+    assert marker.exists(), "the worker of attempt 0 was never killed"
+    committed = reference_rows(bs, sink, 2)
+    _assert_exactly_once(committed, range(2 * KILL_ROWS))
+    assert _tags(committed, 0) == {"a1": KILL_ROWS}  # all of partition 0 from the retry
+    assert _tags(committed, 1) == {"a0": KILL_ROWS}
+    # The killed attempt's records reached the log and were aborted, never committed.
+    uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
+    assert 0 < _tags(uncommitted, 0)["a0"] <= KILL_AT
+    _assert_nothing_open(bs, sink, 2)
+
+
+# -- speculation on a standalone cluster -------------------------------------------------
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
+    env.update(PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
+    return env
+
+
+def _spawn(log: Path, *command: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            list(command),
+            cwd=ROOT,
+            env=_child_env(),
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait_for_log(log: Path, pattern: str, proc: subprocess.Popen[bytes], count: int = 1) -> str:
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
+        found = re.findall(pattern, log.read_text(errors="replace"))
+        if len(found) >= count:
+            return str(found[0])
+        assert proc.poll() is None, f"{log.name} ended:\n{log.read_text()[-5000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} in {log.name}:\n{log.read_text()[-5000:]}")
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[str]:
+    """A standalone Spark cluster: a master and two 1-core workers on two host names."""
+    spark_class = str(Path(sys.executable).with_name("spark-class"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        master_log = tmp_path / "master.log"
+        master = _spawn(
+            master_log,
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            *("--host", "127.0.0.1", "--port", "0", "--webui-port", "0"),
+        )
+        procs.append(master)
+        url = _wait_for_log(master_log, r"Starting Spark master at (spark://[\w.:-]+)", master)
+        for host in WORKER_HOSTS:
+            work = tmp_path / f"worker-{host}"
+            work.mkdir()
+            procs.append(
+                _spawn(
+                    tmp_path / f"worker-{host}.log",
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    *("--host", host, "--port", "0", "--webui-port", "0"),
+                    *("--cores", "1", "--memory", "1g", "--work-dir", str(work), url),
+                )
+            )
+        _wait_for_log(master_log, r"Registering worker", master, count=len(WORKER_HOSTS))
+        yield url
+    finally:
+        for proc in reversed(procs):
+            _kill_everything(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_speculative_copy_writes_the_partition_exactly_once(
+    standalone: str, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """Spark launches a speculative copy of a partition whose first attempt produced and
+    hangs; the copy fences it and alone becomes visible, every record exactly once."""
+    bs = kafka.bootstrap_servers
+    sink = kafka.create_topic(partitions=2, prefix="wspec")
+    work = tmp_path / "job"
+    work.mkdir()
+    log = tmp_path / "job.log"
+    job = _spawn(
+        log,
+        sys.executable,
+        *("-m", "tests.spark.speculation_job", standalone, bs, sink, _prefix(), str(work)),
+    )
+    try:
+        job.wait(HANG_S * 2)
+    finally:
+        _kill_everything(job)
+    assert job.returncode == 0, log.read_text()[-5000:]
+
+    tasks = json.loads((work / "tasks.json").read_text())
+    first = [t for t in tasks if t["index"] == 0]
+    by_attempt = {t["attempt"]: t for t in first}
+    assert set(by_attempt) == {0, 1}, tasks  # partition 0 ran twice, nothing else did
+    assert not by_attempt[0]["speculative"] and by_attempt[0]["status"] == "KILLED", tasks
+    assert by_attempt[1]["speculative"] and by_attempt[1]["status"] == "SUCCESS", tasks
+    assert by_attempt[1]["host"] != by_attempt[0]["host"], tasks
+    assert [(t["attempt"], t["status"]) for t in tasks if t["index"] == 1] == [(0, "SUCCESS")]
+
+    committed = reference_rows(bs, sink, 2)
+    _assert_exactly_once(committed, range(2 * SPEC_ROWS))
+    assert _tags(committed, 0) == {"a1": SPEC_ROWS}  # the speculative copy's rows only
+    assert _tags(committed, 1) == {"a0": SPEC_ROWS}
+    # Attempt 0 did produce (the job waited for it); fenced, its records stay aborted.
+    uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
+    assert _tags(uncommitted, 0)["a0"] > 0
+    _assert_nothing_open(bs, sink, 2)

@@ -261,6 +261,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.own_spark
 @pytest.mark.timeout(900)
 def test_speculative_copy_writes_the_partition_exactly_once(
     standalone: str, kafka: KafkaTarget, tmp_path: Path

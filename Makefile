@@ -42,6 +42,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/broker_throughput.py
 	$(PY) bench/client_producer.py
+	$(PY) bench/writer_overhead.py
+	$(PY) bench/writer_commit.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -266,6 +266,25 @@ class ClusterClient:
         """Forget the cached coordinator of ``key`` (after NOT_COORDINATOR)."""
         self._coordinators.pop((key_type, key), None)
 
+    def find_coordinators(self, key_type: int, keys: Iterable[str]) -> None:
+        """Look up the coordinators of many keys at once (FindCoordinator v4 batches).
+
+        Only warms the cache used by :meth:`coordinator`: keys already known are skipped,
+        and a key whose lookup fails is left to :meth:`coordinator`'s own retries. A
+        broker without v4 gets nothing here (one lookup per key happens on use).
+        """
+        missing = sorted({k for k in keys if (key_type, k) not in self._coordinators})
+        if not missing:
+            return
+        conn = self.any_connection()
+        if conn.version(FIND_COORDINATOR, 1, 4) < 4:
+            return
+        body = conn.request(FIND_COORDINATOR, 4, key_type=key_type, coordinator_keys=tuple(missing))
+        for entry in body.coordinators:
+            if entry.error_code == ErrorCode.none:
+                self._brokers.setdefault(int(entry.node_id), (str(entry.host), int(entry.port)))
+                self._coordinators[(key_type, str(entry.key))] = int(entry.node_id)
+
     def _find_coordinator(self, key_type: int, key: str) -> int:
         conn = self.any_connection()
         version = conn.version(FIND_COORDINATOR, 1, 4)

@@ -1112,6 +1112,10 @@ def end_transactions(
     handles = list(transactions)
     results: dict[str, tuple[int, int] | KafkaTxnError] = {}
     sent: list[tuple[PreparedTransaction, Connection, int, int]] = []
+    try:  # one FindCoordinator for all ids, not one round trip per id behind the EndTxns
+        cluster.find_coordinators(TRANSACTION, (h.transactional_id for h in handles))
+    except KafkaTxnError as exc:
+        log.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
     for handle in handles:
         tid = handle.transactional_id
         try:

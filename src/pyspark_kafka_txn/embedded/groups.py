@@ -16,6 +16,7 @@ module asks it whether a commit's generation and member id are valid.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -41,6 +42,7 @@ def java_string_hash(value: str) -> int:
     return h - 2**32 if h >= 2**31 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def coordinator_partition(key: str, partitions: int = OFFSETS_TOPIC_PARTITIONS) -> int:
     """Partition of ``__consumer_offsets`` / ``__transaction_state`` owning ``key``."""
     h = java_string_hash(key)
@@ -69,6 +71,9 @@ class GroupOffsets:
     def __init__(self, *, sink: Callable[[str], None] | None = None) -> None:
         self.committed: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.pending: dict[str, dict[int, dict[TopicPartition, OffsetValue]]] = {}
+        # Groups with offsets staged by each producer id (Kafka's openGroupsForProducer):
+        # a marker visits only these, not every group with pending offsets.
+        self._groups_of: dict[int, set[str]] = {}
         self._seq = 0
         self._sink = sink
 
@@ -102,15 +107,16 @@ class GroupOffsets:
         """Stage a transactional offset until the transaction's marker."""
         value = OffsetValue(offset, leader_epoch, metadata, self._next_seq())
         self.pending.setdefault(group, {}).setdefault(producer_id, {})[tp] = value
+        self._groups_of.setdefault(producer_id, set()).add(group)
         self._emit(
             t="stage", g=group, pid=producer_id, tp=list(tp), o=offset, e=leader_epoch, m=metadata
         )
 
     def complete(self, partition: int, producer_id: int, commit: bool) -> None:
         """Apply the marker of ``producer_id`` on ``__consumer_offsets-partition``."""
-        for group in list(self.pending):
-            if coordinator_partition(group) != partition:
-                continue
+        groups = self._groups_of.get(producer_id, set())
+        for group in sorted(g for g in groups if coordinator_partition(g) == partition):
+            groups.discard(group)
             staged = self.pending[group].pop(producer_id, None)
             if not self.pending[group]:
                 del self.pending[group]
@@ -121,6 +127,8 @@ class GroupOffsets:
                 old = current.get(tp)
                 if old is None or old.seq < value.seq:
                     current[tp] = value
+        if not groups:
+            self._groups_of.pop(producer_id, None)
         self._emit(t="marker", p=partition, pid=producer_id, c=commit)
 
     def delete_topic(self, topic: str) -> None:

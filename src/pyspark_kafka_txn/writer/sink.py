@@ -47,8 +47,15 @@ log = logging.getLogger(__name__)
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
 
 
+#: Resolved timeouts by (bootstrap servers, option value): Spark creates a new writer for
+#: every commit of a streaming query, and the broker's maximum does not change under it.
+_RESOLVED: dict[tuple[str, int | None], int] = {}
+
+
 def resolve_timeout(options: WriterOptions) -> int:
     """The transaction timeout to use: the option, or the default capped by the broker.
+
+    Resolved once per process for the same servers and option value.
 
     Raises
     ------
@@ -56,6 +63,13 @@ def resolve_timeout(options: WriterOptions) -> int:
         If ``kafka.transaction.timeout.ms`` exceeds the broker's
         ``transaction.max.timeout.ms`` (InitProducerId would fail in every task).
     """
+    key = (options.bootstrap_servers, options.transaction_timeout_ms)
+    if key not in _RESOLVED:
+        _RESOLVED[key] = _resolve(options)
+    return _RESOLVED[key]
+
+
+def _resolve(options: WriterOptions) -> int:
     try:
         with connect(options) as cluster:
             value = describe_broker_configs(cluster, [_MAX_TIMEOUT]).get(_MAX_TIMEOUT)

@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pytest
 
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import (
+    PreparedTransaction,
+    ProducerConfig,
+    TransactionalProducer,
+    end_transactions,
+)
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.broker.clients import consume_all
 from tests.conftest import KafkaTarget
@@ -241,3 +247,42 @@ def test_random_faults_over_many_transactions(
     assert got == sorted(committed)
     everything = consume_all(kafka.bootstrap_servers, topic, 3, isolation="read_uncommitted")
     assert len(everything) == len({v for _, _, v in everything}), "a record was duplicated"
+
+
+def _prepared(kafka: KafkaTarget, topic: str, n: int) -> list[PreparedTransaction]:
+    handles = []
+    for i in range(n):
+        config = ProducerConfig(kafka.bootstrap_servers, f"many-{uuid.uuid4().hex[:8]}-{i}")
+        with TransactionalProducer(config) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.produce(topic, pa.array([f"m{i}".encode()]), partitions=i % 2)
+            handles.append(producer.prepare())
+    return handles
+
+
+@pytest.mark.parametrize("lookup_fails", [False, True], ids=["batched", "batched-lookup-fails"])
+def test_end_transactions_looks_coordinators_up_at_once(
+    kafka: KafkaTarget, embedded: EmbeddedKafka, lookup_fails: bool
+) -> None:
+    """One FindCoordinator for every id; if it fails, one lookup per id, same outcome."""
+    topic = kafka.create_topic(partitions=2)
+    handles = _prepared(kafka, topic, 12)
+    # The first matching rule takes a request: ``failed`` the batched lookup, ``lookups``
+    # (a zero delay, only counting) every other FindCoordinator.
+    failed = embedded.fail_requests("FindCoordinator", "COORDINATOR_NOT_AVAILABLE", count=1)
+    if not lookup_fails:
+        embedded.clear_faults()
+    lookups = embedded.delay_requests("FindCoordinator", 0.0, count=1000)
+    try:
+        with ClusterClient(kafka.bootstrap_servers) as cluster:
+            results = end_transactions(cluster, handles, commit=True)
+    finally:
+        embedded.clear_faults()
+    assert all(not isinstance(r, Exception) for r in results.values()), results
+    if lookup_fails:  # the batched lookup failed: one lookup per id instead
+        assert (failed.hits, lookups.hits) == (1, len(handles))
+    else:
+        assert lookups.hits == 1
+    got = sorted(v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 2))
+    assert got == sorted(f"m{i}".encode() for i in range(len(handles)))

@@ -36,6 +36,7 @@ from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.broker.clients import watermarks
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
+from tests.spark.writer_kit import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 # The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
@@ -136,7 +137,8 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     # As if one EndTxn had gone through before the crash.
     some = min(decision.handles)
     end_transaction(bs, decision.handles[some].prepared(prefix, query), commit=True)
-    partial = reference_rows(bs, sink, 3)
+    # EndTxn returns once the coordinator decided; its markers land just after.
+    partial = wait_until("the hand-committed rows", lambda: reference_rows(bs, sink, 3))
     assert 0 < len(partial) < sum(expected.values())
 
     second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")

@@ -7,7 +7,9 @@
 2. the decision ``(B, handles)`` is recorded durably (unless the same one already is)
    **before** the first EndTxn;
 3. EndTxn(commit) for every handle, pipelined per coordinator; EndTxn is idempotent, so
-   handles a crashed earlier ``commit()`` already ended commit again without harm;
+   handles a crashed earlier ``commit()`` already ended commit again without harm; then
+   it waits until their markers are written (no transaction of the batch still in
+   PrepareCommit), so that when ``commit()`` returns the whole batch is visible;
 4. a handle that cannot be committed (fenced, timed out) fails the commit loudly with
    :class:`CommitFailedError` naming the partitions: the decision stands, and after the
    restart those partitions find neither a committed marker nor an open transaction and
@@ -35,7 +37,7 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision, write_decision
-from pyspark_kafka_txn.writer.ids import partition_of, query_of
+from pyspark_kafka_txn.writer.ids import partition_of, query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
     abort_open_transaction,
@@ -49,6 +51,7 @@ __all__ = ["abort_batch", "abort_lingering", "commit_batch"]
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2
+_MARKER_POLL_MIN_S = 0.005
 
 
 def _present(messages: Sequence[object | None]) -> list[TaskMessage]:
@@ -73,7 +76,7 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
         decided = (
             _commit(cluster, options, query_id, batch, present) if options.exactly_once else {}
         )
-        still_open = find_open_transactions(cluster, prefix)
+        still_open = _markers_landed(cluster, prefix, query_id, decided)
         _abort_leftovers(cluster, prefix, query_id, decided, still_open)
         abort_lingering(cluster, options, query_id, still_open)
     log.info(
@@ -128,6 +131,35 @@ def _commit(
             "written again and committed with the rest; nothing becomes visible twice."
         )
     return handles
+
+
+def _markers_landed(
+    cluster: ClusterClient, prefix: str, query_id: str, decided: dict[int, Handle]
+) -> list[OpenTransaction]:
+    """Wait until no committed transaction of the batch is still completing.
+
+    EndTxn answers once the coordinator has decided (PrepareCommit); the markers reach the
+    partitions just after. Waiting for them makes ``commit()``'s return mean "every row of
+    the batch is visible to read_committed consumers". Returns the open transactions under
+    the prefix as last listed.
+    """
+    ours = {transactional_id(prefix, query_id, p) for p in decided}
+    deadline = time.monotonic() + cluster.retry_timeout_s
+    delay = _MARKER_POLL_MIN_S
+    while True:
+        still_open = find_open_transactions(cluster, prefix)
+        completing = [t.transactional_id for t in still_open if t.transactional_id in ours]
+        if not completing:
+            return still_open
+        if time.monotonic() > deadline:
+            log.warning(
+                "commit markers of %s not written after %.0f s; their coordinators finish them",
+                completing,
+                cluster.retry_timeout_s,
+            )
+            return still_open
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_S)
 
 
 def _abort_leftovers(

@@ -19,7 +19,8 @@ Then the transactions still open under the prefix are listed once:
 
 * those of this query whose Spark partition is not in the batch's handles are left over
   by an earlier run that died before deciding (a restart with fewer Spark partitions
-  never re-initialises their ids, so nothing else would end them): aborted;
+  never re-initialises their ids, so nothing else would end them): aborted, as is any
+  of this query still Ongoing (an attempt Spark gave up on);
 * those of *other* query ids are dealt with by :func:`abort_lingering`.
 
 ``abort(messages, B)``: without a decision for ``B``, EndTxn(abort) for the fresh
@@ -39,6 +40,8 @@ from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.ids import partition_of, query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
+    COMPLETING_STATES,
+    ONGOING,
     OpenTransaction,
     abort_open_transaction,
     find_open_transactions,
@@ -148,7 +151,11 @@ def _markers_landed(
     delay = _MARKER_POLL_MIN_S
     while True:
         still_open = find_open_transactions(cluster, prefix)
-        completing = [t.transactional_id for t in still_open if t.transactional_id in ours]
+        completing = [
+            t.transactional_id
+            for t in still_open
+            if t.transactional_id in ours and t.state in COMPLETING_STATES
+        ]
         if not completing:
             return still_open
         if time.monotonic() > deadline:
@@ -171,14 +178,17 @@ def _abort_leftovers(
 ) -> None:
     """Abort this query's open transactions that the committed batch does not hold.
 
-    The batch is committed and every task of it has ended, so an open transaction of a
-    partition outside its handles belongs to an earlier run or attempt that never
-    reached a decision: it can only pin the LSO.
+    The batch is committed and every task of it has ended (the next batch has not
+    started), so a transaction of this query that is still Ongoing, or open in a
+    partition outside the batch's handles, belongs to an earlier run or to an attempt
+    Spark gave up on (a speculative copy being killed): it can only pin the LSO.
     """
     for txn in still_open:
         tid = txn.transactional_id
-        if query_of(prefix, tid) != query_id or partition_of(prefix, tid) in decided:
+        if query_of(prefix, tid) != query_id:
             continue
+        if txn.state != ONGOING and partition_of(prefix, tid) in decided:
+            continue  # the batch's own transaction, completing
         log.warning(
             "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
             "this query, not part of the committed batch",

@@ -45,6 +45,7 @@ from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transacti
 
 __all__ = [
     "COMPLETING_STATES",
+    "ONGOING",
     "OPEN_STATES",
     "OpenTransaction",
     "TransactionNotAbortedError",

@@ -35,7 +35,7 @@ from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.broker.clients import watermarks
+from tests.broker.clients import assert_nothing_open, watermarks
 from tests.client.helpers import read_records
 from tests.conftest import KafkaTarget
 
@@ -98,13 +98,6 @@ def _expected(partition: int, writer: str, count: int = ROWS) -> Counter[str]:
     return Counter(f"{partition}:{n} {writer}" for n in range(count))
 
 
-def _assert_nothing_open(bootstrap: str, topic: str) -> None:
-    for p in range(2):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
-        assert committed == uncommitted, f"{topic}-{p}: LSO pinned {committed} vs {uncommitted}"
-
-
 def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly_once(
     target: KafkaTarget,
 ) -> None:
@@ -141,7 +134,7 @@ def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly
     commit_batch(options, [replay0, replay1], 0)
 
     assert _visible(bs, topic) == _expected(0, "r0") + _expected(1, "p1")
-    _assert_nothing_open(bs, topic)
+    assert_nothing_open(bs, topic, 2)
 
 
 def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarget) -> None:
@@ -171,7 +164,7 @@ def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarg
     assert _visible(bs, topic) == _expected(0, "a1")
     # In the log: attempt 0's first rows (aborted by attempt 1), none of the rest.
     assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0", HALF) + _expected(0, "a1")
-    _assert_nothing_open(bs, topic)
+    assert_nothing_open(bs, topic, 2)
 
 
 def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
@@ -190,4 +183,4 @@ def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
 
     assert _visible(bs, topic) == _expected(0, "a1")
     assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0") + _expected(0, "a1")
-    _assert_nothing_open(bs, topic)
+    assert_nothing_open(bs, topic, 2)

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from pyspark_kafka_txn.schema import spark_schema
-from tests.broker.clients import txn_producer, watermarks
+from tests.broker.clients import pinned_partitions, txn_producer, watermarks
 
 Row = tuple[Any, ...]
 
@@ -69,11 +69,7 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
 
 def wait_lso_at_hwm(bootstrap: str, topic: str, partitions: int) -> None:
     deadline = time.monotonic() + 10
-    while any(
-        watermarks(bootstrap, topic, p, "read_committed")
-        != watermarks(bootstrap, topic, p, "read_uncommitted")
-        for p in range(partitions)
-    ):
+    while pinned_partitions(bootstrap, topic, partitions):
         assert time.monotonic() < deadline, "LSO did not reach the high watermark"
         time.sleep(0.05)
 

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.aio_clients import consume_all as aio_consume_all
-from tests.broker.clients import kcat_consume, kcat_path, watermarks
+from tests.broker.clients import assert_nothing_open, kcat_consume, kcat_path
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, interleaved, reference_rows, values
 from tests.spark.writer_kit import pipeline
@@ -24,13 +24,6 @@ from tests.spark.writer_kit import pipeline
 
 def _prefix() -> str:
     return f"w-{uuid.uuid4().hex[:8]}-"
-
-
-def _assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
-    for p in range(partitions):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
-        assert committed == uncommitted, f"{topic}-{p}: LSO pinned {committed} vs {uncommitted}"
 
 
 def test_stream_pipeline_exactly_once(
@@ -53,7 +46,7 @@ def test_stream_pipeline_exactly_once(
     librdkafka = [(r[3], r[4], r[0], bytes(r[1])) for r in reference_rows(bs, sink, 3)]
     assert sorted(v for *_, v in librdkafka) == expected
     assert all(b"AB-" not in v for *_, v in librdkafka)  # nothing of the aborted input txn
-    _assert_nothing_open(bs, sink, 3)
+    assert_nothing_open(bs, sink, 3)
     # Three more independent readers see exactly the same records at the same offsets.
     aio = asyncio.run(aio_consume_all(bs, sink, 3))
     assert [(r.partition, r.offset, r.key, r.value) for r in aio] == librdkafka
@@ -105,7 +98,7 @@ def test_several_micro_batches_keep_keys_in_order(
     for r in rows:
         by_key.setdefault(bytes(r[0]), set()).add(r[3])
     assert all(len(parts) == 1 for parts in by_key.values())
-    _assert_nothing_open(bs, sink, 2)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_batch_write_with_topic_column_and_headers(spark: SparkSession, kafka: KafkaTarget) -> None:
@@ -130,7 +123,7 @@ def test_batch_write_with_topic_column_and_headers(spark: SparkSession, kafka: K
         v for _, v, t, _ in rows if t == second
     )
     assert all(r[7] == [("h", bytes(r[1])[1:])] for r in got_first + got_second)
-    _assert_nothing_open(bs, first, 2)
+    assert_nothing_open(bs, first, 2)
 
 
 @pytest.mark.parametrize(
@@ -176,4 +169,4 @@ def test_failed_task_is_retried_exactly_once(
         "transactionalIdPrefix", _prefix()
     ).mode("append").save()
     assert sorted(int(v) for v in values(reference_rows(bs, sink, 2))) == list(range(40))
-    _assert_nothing_open(bs, sink, 2)
+    assert_nothing_open(bs, sink, 2)

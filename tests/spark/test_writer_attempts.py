@@ -54,7 +54,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.broker.clients import watermarks
+from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import Row, reference_rows
 from tests.spark.speculation_job import ROWS as SPEC_ROWS
@@ -69,13 +69,6 @@ _SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_
 
 def _prefix() -> str:
     return f"att-{uuid.uuid4().hex[:8]}-"
-
-
-def _assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
-    for p in range(partitions):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
-        assert committed == uncommitted, f"{topic}-{p}: LSO pinned {committed} vs {uncommitted}"
 
 
 def _tags(rows: list[Row], partition: int) -> Counter[str]:
@@ -191,7 +184,7 @@ def test_killed_python_worker_is_retried_exactly_once(
     # The killed attempt's records reached the log and were aborted, never committed.
     uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
     assert 0 < _tags(uncommitted, 0)["a0"] <= KILL_AT
-    _assert_nothing_open(bs, sink, 2)
+    assert_nothing_open(bs, sink, 2)
 
 
 # -- speculation on a standalone cluster -------------------------------------------------
@@ -300,4 +293,4 @@ def test_speculative_copy_writes_the_partition_exactly_once(
     # Attempt 0 did produce (the job waited for it); fenced, its records stay aborted.
     uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
     assert _tags(uncommitted, 0)["a0"] > 0
-    _assert_nothing_open(bs, sink, 2)
+    assert_nothing_open(bs, sink, 2)

@@ -18,15 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import SparkSession
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.broker.clients import watermarks
+from tests.broker.clients import assert_nothing_open
 from tests.spark.kafka_data import committed_batches, reference_rows
-from tests.spark.writer_kit import held_until, open_transactions, pipeline, wait_until
+from tests.spark.writer_kit import completes, held, open_transactions, pipeline, while_held
 
 #: New producer ids start here: exhausted (32766) after three batches of one task.
 START_EPOCH = 32760
@@ -60,10 +59,7 @@ def _fill(kafka: EmbeddedKafka, topic: str, tag: str, batches: int) -> Counter[b
 def _exactly(kafka: EmbeddedKafka, topic: str, expected: Counter[bytes]) -> None:
     bs = kafka.bootstrap_servers
     assert Counter(bytes(r[1]) for r in reference_rows(bs, topic, 2)) == expected
-    for p in range(2):
-        assert watermarks(bs, topic, p, "read_committed") == watermarks(
-            bs, topic, p, "read_uncommitted"
-        )
+    assert_nothing_open(bs, topic, 2)
 
 
 def _producer_id(bootstrap: str, tid: str) -> tuple[int, int]:
@@ -85,8 +81,7 @@ def test_running_query_crosses_producer_id_rotations(
 
     expected = _fill(kafka, source, "a", 1)
     first = start()
-    assert first.awaitTermination(180)
-    assert first.exception() is None, first.exception()
+    completes(first)
     tid = f"{prefix}{first.id}-0"
     before = _producer_id(bs, tid)
     assert before[1] >= START_EPOCH
@@ -94,8 +89,7 @@ def test_running_query_crosses_producer_id_rotations(
     # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice.
     expected += _fill(kafka, source, "b", 6)
     again = start()
-    assert again.awaitTermination(180)
-    assert again.exception() is None, again.exception()
+    completes(again)
     assert len(again.recentProgress) >= 6
     after = _producer_id(bs, tid)
     assert after[0] != before[0], (before, after)  # the producer id rotated
@@ -112,22 +106,9 @@ def test_cluster_restart_while_a_batch_is_half_written(
     expected = _fill(kafka, source, "d", 1)
     gate, prefix = tmp_path / "gate", f"dur-{uuid.uuid4().hex[:8]}-"
 
-    def held(df: DataFrame) -> DataFrame:
-        return df.select("key", held_until(gate, F.col("value")).alias("value"))
-
-    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held)()
-    try:
-        tid = f"{prefix}{query.id}-0"
-
-        def prepared() -> bool:
-            txn = open_transactions(bs, tid).get(tid)
-            return txn is not None and any(t == "__consumer_offsets" for t, _ in txn.partitions)
-
-        wait_until("task 0 prepared", prepared)
+    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
+    with while_held(bs, prefix, query, gate) as tid:
         kafka.restart()  # every broker down and up again, state from the data directory
         assert tid in open_transactions(bs, tid)  # the prepared transaction survived
-    finally:
-        gate.touch()
-    assert query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
+    completes(query)
     _exactly(kafka, sink, expected)

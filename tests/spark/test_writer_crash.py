@@ -21,10 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -33,11 +34,12 @@ from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
-from tests.broker.clients import watermarks
+from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 from tests.spark.writer_kit import wait_until
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 # The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
 pytestmark = pytest.mark.own_spark
@@ -90,24 +92,35 @@ def _kill_everything(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-def _wait_for_decision(
-    bs: str, prefix: str, proc: subprocess.Popen[bytes], log: Path
-) -> tuple[str, Decision]:
-    deadline = time.monotonic() + 240  # a hang detector, not a timing assertion
-    with ClusterClient(bs) as cluster:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (
-                "the first run ended before its decision was recorded:\n" + log.read_text()[-5000:]
-            )
-            for txn in find_open_transactions(cluster, prefix):
-                query = query_of(prefix, txn.transactional_id)
-                if query is None:
-                    continue
-                decision = read_decision(cluster, prefix, query, batch=0)
-                if decision is not None and decision.batch == 0 and decision.handles:
-                    return query, decision
-            time.sleep(0.2)
-    raise AssertionError("no commit decision recorded")
+def _until(proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]) -> T:
+    """Wait for ``probe`` while the first run is alive (its log shown if it ended)."""
+
+    def alive() -> T | None:
+        assert proc.poll() is None, f"the first run ended before {what}:\n{log.read_text()[-5000:]}"
+        return probe()
+
+    return wait_until(what, alive, timeout_s=240)  # a hang detector, not a timing assertion
+
+
+def _decided(cluster: ClusterClient, prefix: str) -> tuple[str, Decision] | None:
+    """The query id and batch-0 decision of the open transactions under ``prefix``."""
+    for txn in find_open_transactions(cluster, prefix):
+        query = query_of(prefix, txn.transactional_id)
+        if query is None:
+            continue
+        decision = read_decision(cluster, prefix, query, batch=0)
+        if decision is not None and decision.batch == 0 and decision.handles:
+            return query, decision
+    return None
+
+
+def _input(kafka: KafkaTarget, tag: str) -> tuple[str, str, Counter[bytes]]:
+    """Source (2 partitions, two committed transactions of 30) and sink (3 partitions)."""
+    source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
+    sink = kafka.create_topic(partitions=3, prefix=f"{tag}out")
+    batches = [[(i % 2, f"{tag}{n}-{i}".encode()) for i in range(30)] for n in range(2)]
+    committed_batches(kafka.bootstrap_servers, source, batches)
+    return source, sink, Counter(v for b in batches for _, v in b)
 
 
 def test_kill_after_decision_rolls_forward_with_other_partitioning(
@@ -115,18 +128,18 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
 ) -> None:
     embedded = kafka.require_embedded()
     bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="csrc")
-    sink = kafka.create_topic(partitions=3, prefix="cout")
-    batches = [[(i % 2, f"r{n}-{i}".encode()) for i in range(30)] for n in range(2)]
-    committed_batches(bs, source, batches)
-    expected = Counter(v for b in batches for _, v in b)
+    source, sink, expected = _input(kafka, "c")
     prefix = f"crash-{uuid.uuid4().hex[:8]}-"
     checkpoint = str(tmp_path / "chk")
+    log = tmp_path / "first.log"
 
     rule = embedded.fail_requests("EndTxn", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
-    first = _start(tmp_path / "first.log", bs, source, sink, checkpoint, prefix, "4")
+    first = _start(log, bs, source, sink, checkpoint, prefix, "4")
     try:
-        query, decision = _wait_for_decision(bs, prefix, first, tmp_path / "first.log")
+        with ClusterClient(bs) as cluster:
+            query, decision = _until(
+                first, log, "the decision record", lambda: _decided(cluster, prefix)
+            )
     finally:
         _kill_everything(first)
         embedded.clear_faults()
@@ -146,10 +159,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
     got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
     assert got == expected  # every input record exactly once, nothing else
-    for p in range(3):
-        assert watermarks(bs, sink, p, "read_committed") == watermarks(
-            bs, sink, p, "read_uncommitted"
-        )
+    assert_nothing_open(bs, sink, 3)
 
 
 def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
@@ -157,11 +167,7 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
 ) -> None:
     embedded = kafka.require_embedded()
     bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="ksrc")
-    sink = kafka.create_topic(partitions=3, prefix="kout")
-    batches = [[(i % 2, f"k{n}-{i}".encode()) for i in range(30)] for n in range(2)]
-    committed_batches(bs, source, batches)
-    expected = Counter(v for b in batches for _, v in b)
+    source, sink, expected = _input(kafka, "k")
     prefix = f"early-{uuid.uuid4().hex[:8]}-"
     checkpoint = str(tmp_path / "chk")
     log = tmp_path / "first.log"
@@ -170,11 +176,7 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     rule = embedded.fail_requests("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
     first = _start(log, bs, source, sink, checkpoint, prefix, "4")
     try:
-        deadline = time.monotonic() + 240  # a hang detector, not a timing assertion
-        while rule.hits == 0:
-            assert first.poll() is None, log.read_text()[-5000:]
-            assert time.monotonic() < deadline, "the driver never tried to record a decision"
-            time.sleep(0.1)
+        _until(first, log, "an attempt to record the decision", lambda: rule.hits > 0)
     finally:
         _kill_everything(first)
         embedded.clear_faults()
@@ -195,9 +197,6 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
     got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
     assert got == expected  # every input record exactly once, nothing of the first run
-    for p in range(3):  # partition 3's transaction, no longer written, was aborted too
-        assert watermarks(bs, sink, p, "read_committed") == watermarks(
-            bs, sink, p, "read_uncommitted"
-        )
+    assert_nothing_open(bs, sink, 3)  # partition 3's transaction was aborted too
     with ClusterClient(bs) as cluster:
         assert find_open_transactions(cluster, prefix) == []

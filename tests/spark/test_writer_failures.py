@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,15 +24,18 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
-from tests.broker.clients import watermarks
+from tests.broker.clients import assert_nothing_open, pinned_partitions
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 from tests.spark.writer_kit import (
+    completes,
     failing_while,
+    held,
     held_until,
     open_transactions,
     pipeline,
     wait_until,
+    while_held,
 )
 
 
@@ -52,21 +54,6 @@ def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Co
     return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
 
 
-def _settled(bootstrap: str, topic: str, partitions: int = 2) -> bool:
-    """No open transaction pins the LSO of any partition of ``topic``."""
-    return all(
-        watermarks(bootstrap, topic, p, "read_committed")
-        == watermarks(bootstrap, topic, p, "read_uncommitted")
-        for p in range(partitions)
-    )
-
-
-def _holding_marker(bootstrap: str, tid: str) -> bool:
-    """``tid``'s transaction is open and holds its batch marker (its task is done)."""
-    txn = open_transactions(bootstrap, tid).get(tid)
-    return txn is not None and any(t == "__consumer_offsets" for t, _ in txn.partitions)
-
-
 def _leave_open(bootstrap: str, tid: str, topic: str, partition: int, value: bytes) -> None:
     """Write ``value`` in a transaction of ``tid`` and leave it open."""
     with TransactionalProducer(ProducerConfig(bootstrap, tid)) as producer:
@@ -83,13 +70,6 @@ def _fails(query: StreamingQuery, match: str) -> str:
     return str(failure.value)
 
 
-def _held(gate: Path) -> Callable[[DataFrame], DataFrame]:
-    def transform(df: DataFrame) -> DataFrame:
-        return df.select("key", held_until(gate, F.col("value")).alias("value"))
-
-    return transform
-
-
 def test_held_back_task_hides_its_whole_batch(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -98,19 +78,14 @@ def test_held_back_task_hides_its_whole_batch(
     sink = kafka.create_topic(partitions=2, prefix="vout")
     expected = _input(bs, source)
     gate, prefix = tmp_path / "gate", _prefix()
-    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", _held(gate))()
-    try:
-        tid = f"{prefix}{query.id}-0"
-        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
+    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
+    with while_held(bs, prefix, query, gate):
         # Task 0's rows are in the log, in its open transaction; task 1 is held back.
         assert sum(_output(bs, sink, "read_uncommitted").values()) == 20
         assert _output(bs, sink) == Counter()
-    finally:
-        gate.touch()
-    assert query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
+    completes(query)
     assert _output(bs, sink) == expected
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
@@ -125,28 +100,24 @@ def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
 
     def failing(df: DataFrame) -> DataFrame:
         # Task 1 waits for the gate, then fails on its first row in every attempt.
-        held = held_until(gate, F.col("value"))
-        return df.select("key", failing_while(poison, held, b"v1-").alias("value"))
+        waited = held_until(gate, F.col("value"))
+        return df.select("key", failing_while(poison, waited, b"v1-").alias("value"))
 
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", failing)
     query = start()
-    try:
-        tid = f"{prefix}{query.id}-0"
-        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
-    finally:
-        gate.touch()
+    with while_held(bs, prefix, query, gate):
+        pass  # task 0 has prepared: now let task 1 fail
     _fails(query, "injected failure")
     # abort() ended task 0's prepared transaction: its rows are in the log, aborted.
-    wait_until("the aborted batch's markers", lambda: _settled(bs, sink))
+    wait_until("the aborted batch's markers", lambda: not pinned_partitions(bs, sink, 2))
     assert sum(_output(bs, sink, "read_uncommitted").values()) >= 20
     assert _output(bs, sink) == Counter()
 
     poison.unlink()
     again = start()
-    assert again.awaitTermination(180)
-    assert again.exception() is None, again.exception()
+    completes(again)
     assert _output(bs, sink) == expected
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
@@ -157,26 +128,21 @@ def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
     sink = kafka.create_topic(partitions=2, prefix="tout")
     expected = _input(bs, source)
     gate, prefix = tmp_path / "gate", _prefix()
-    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", _held(gate))
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))
     options = {"kafka.transaction.timeout.ms": "4000"}
     query = start(options)
-    try:
-        tid = f"{prefix}{query.id}-0"
-        wait_until("task 0 prepared", lambda: _holding_marker(bs, tid))
+    with while_held(bs, prefix, query, gate) as tid:
         # The coordinator aborts task 0's transaction at its timeout, before commit().
         wait_until("task 0's transaction timed out", lambda: tid not in open_transactions(bs, tid))
-    finally:
-        gate.touch()
     error = _fails(query, "could not be committed")
     assert "Spark partitions [0]" in error, error
     # Only task 1's transaction was committed; task 0's rows were aborted by the timeout.
     assert sum(_output(bs, sink).values()) == 20
 
     again = start(options)
-    assert again.awaitTermination(180)
-    assert again.exception() is None, again.exception()
+    completes(again)
     assert _output(bs, sink) == expected  # task 0 rewritten, task 1 not written twice
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_broker_faults_are_retried_without_loss_or_duplicates(
@@ -201,14 +167,13 @@ def test_broker_faults_are_retried_without_loss_or_duplicates(
     ]
     try:
         query = start()
-        assert query.awaitTermination(180)
-        assert query.exception() is None, query.exception()
+        completes(query)
     finally:
         embedded.clear_faults()
     assert [r.hits for r in rules] == [2, 2, 1, 2, 1, 1, 1, 1]  # every fault was met
     assert len(query.recentProgress) >= 2
     assert _output(bs, sink) == expected
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
@@ -222,8 +187,7 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
     checkpoint = tmp_path / "chk"
     start = pipeline(spark, bs, source, sink, _prefix(), checkpoint)
     first = start()
-    assert first.awaitTermination(180)
-    assert first.exception() is None, first.exception()
+    completes(first)
     assert _output(bs, sink) == expected
     # The state a crash at that point leaves: batch 0 in the offset log, not committed.
     (checkpoint / "commits" / "0").unlink()
@@ -231,12 +195,11 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
         crc.unlink()
 
     again = start()
-    assert again.awaitTermination(180)
-    assert again.exception() is None, again.exception()
+    completes(again)
     assert [p.batchId for p in again.recentProgress] == [0]  # the batch did run again
     assert (checkpoint / "commits" / "0").exists()
     assert _output(bs, sink) == expected
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
 
 
 def test_lingering_transaction_of_an_old_query_is_aborted(
@@ -249,14 +212,13 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     expected = _input(bs, source)
     prefix = _prefix()
     _leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, b"left-open")
-    assert not _settled(bs, sink)
+    assert pinned_partitions(bs, sink, 2)
 
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
     query = start({"lingeringTransactionTimeout": "1s"})
-    assert query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
+    completes(query)
     assert _output(bs, sink) == expected  # and never "left-open"
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
     assert b"left-open" in _output(bs, sink, "read_uncommitted")
 
 
@@ -302,5 +264,5 @@ def test_second_live_query_on_the_prefix_is_reported_not_fenced(
             described.producer_epoch,
         )
         abort_open_transaction(cluster, open_transactions(bs, tid)[tid])
-    assert _settled(bs, sink)
+    assert_nothing_open(bs, sink, 2)
     assert _output(bs, sink) == expected  # its own batch was committed before the check

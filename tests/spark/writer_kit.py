@@ -8,8 +8,9 @@ executor JVMs, Spark Connect) because every process runs on this machine.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
 
 T = TypeVar("T")
@@ -46,6 +48,15 @@ def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
         return value
 
     return F.udf(hold, "binary", useArrow=False)(column)
+
+
+def held(gate: Path, partition: int = 1) -> Callable[[DataFrame], DataFrame]:
+    """A pipeline transform holding the rows of Spark partition ``partition`` until ``gate``."""
+
+    def transform(df: DataFrame) -> DataFrame:
+        return df.select("key", held_until(gate, F.col("value"), partition).alias("value"))
+
+    return transform
 
 
 def failing_while(flag: Path, column: Column, prefix: bytes) -> Column:
@@ -78,6 +89,32 @@ def open_transactions(bootstrap: str, prefix: str) -> dict[str, OpenTransaction]
     """The open transactions under ``prefix`` by transactional id."""
     with ClusterClient(bootstrap) as cluster:
         return {t.transactional_id: t for t in find_open_transactions(cluster, prefix)}
+
+
+def holds_marker(bootstrap: str, tid: str) -> bool:
+    """``tid``'s transaction is open and holds its batch marker (its task is done)."""
+    txn = open_transactions(bootstrap, tid).get(tid)
+    return txn is not None and any(t == "__consumer_offsets" for t, _ in txn.partitions)
+
+
+@contextlib.contextmanager
+def while_held(
+    bootstrap: str, prefix: str, query: StreamingQuery, gate: Path, partition: int = 0
+) -> Iterator[str]:
+    """Wait until task ``partition`` of the running batch has prepared (another task being
+    held by ``gate``) and yield its transactional id; open the gate on the way out."""
+    try:
+        tid = transactional_id(prefix, query.id, partition)
+        wait_until(f"task {partition} prepared", lambda: holds_marker(bootstrap, tid))
+        yield tid
+    finally:
+        gate.touch()
+
+
+def completes(query: StreamingQuery) -> None:
+    """Wait for ``query`` to end without an error."""
+    assert query.awaitTermination(HANG_S), "the query did not end"
+    assert query.exception() is None, query.exception()
 
 
 def pipeline(

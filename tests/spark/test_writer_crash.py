@@ -37,7 +37,7 @@ from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
-from tests.spark.writer_kit import wait_until
+from tests.spark.writer_kit import open_transactions, wait_until
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,11 +148,16 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     # Nothing of the batch is visible yet: every transaction is still open.
     assert reference_rows(bs, sink, 3) == []
     # As if one EndTxn had gone through before the crash.
-    some = min(decision.handles)
-    end_transaction(bs, decision.handles[some].prepared(prefix, query), commit=True)
-    # EndTxn returns once the coordinator decided; its markers land just after.
-    partial = wait_until("the hand-committed rows", lambda: reference_rows(bs, sink, 3))
-    assert 0 < len(partial) < sum(expected.values())
+    handle = decision.handles[min(decision.handles)].prepared(prefix, query)
+    end_transaction(bs, handle, commit=True)
+    # EndTxn returns once the coordinator decided; wait for its markers. Its rows need not
+    # be visible yet: the other recorded transactions, still open, wrote to the same sink
+    # partitions and may pin their LSO below them.
+    tid = handle.transactional_id
+    wait_until(
+        "the hand-committed transaction to complete", lambda: tid not in open_transactions(bs, tid)
+    )
+    assert len(reference_rows(bs, sink, 3)) < sum(expected.values())
 
     second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
     second.wait(240)

@@ -85,9 +85,10 @@ def _security(args: argparse.Namespace) -> ListenerSecurity:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pyspark_kafka_txn.demo import run_demo
+    from pyspark_kafka_txn.demo import FeedPlan, run_demo
 
-    return run_demo(records=args.records)
+    plan = FeedPlan(orders_per_transaction=args.orders)
+    return run_demo(plan, plot=args.plot)
 
 
 class _UsageError(Exception):
@@ -238,14 +239,22 @@ def _initial_producer_epoch(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _non_negative_int(text: str) -> int:
+def _int_at_least(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}, got {text}")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
 
 
 def _describe(txn: OpenTransaction, now_ms: int) -> str:
@@ -435,8 +444,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.set_defaults(run=_broker)
 
-    demo = sub.add_parser("demo", help="transactional round trip on the embedded cluster")
-    demo.add_argument("--records", type=int, default=1000, help="records per transaction")
+    demo = sub.add_parser(
+        "demo",
+        help="an exactly-once Kafka -> Spark -> Kafka pipeline on the embedded cluster, "
+        "through a task failure and a killed driver",
+    )
+    demo.add_argument(
+        "--orders",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="orders (records) per input transaction (default 100)",
+    )
+    demo.add_argument(
+        "--plot", type=Path, metavar="FILE.png", help="draw rows and latency per micro-batch"
+    )
     demo.set_defaults(run=_demo)
 
     txns = sub.add_parser(

@@ -620,7 +620,7 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
 
 
 #: Minimum rows per Arrow record batch yielded by ``read()``. Larger batches amortise the
-#: per-batch cost of the Python worker → JVM hand-over (see docs/reader.md, Performance).
+#: per-batch cost of the Python worker → JVM hand-over (see docs/benchmarks.md, Reader).
 ARROW_BATCH_ROWS = 10_000
 #: Most messages taken from librdkafka per ``consume()`` call.
 _CONSUME_MESSAGES = 10_000

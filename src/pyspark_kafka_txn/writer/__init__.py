@@ -1,1 +1,1 @@
-"""The exactly-once writer (see docs/writer.md)."""
+"""The exactly-once writer (see docs/writer.md; the protocol: docs/design.md)."""

@@ -3,7 +3,7 @@
 Before the first EndTxn of batch ``B`` the driver records ``(B, handles)``, where a handle
 is ``(Spark partition, producer id, epoch, transaction version)`` of a prepared
 transaction. Once recorded, the outcome of ``B`` is *commit*, whatever crashes afterwards:
-a replay of ``B`` finds the record and rolls it forward (see ``docs/writer.md``).
+a replay of ``B`` finds the record and rolls it forward (see ``docs/design.md``).
 
 Storage, with no topic of its own: OffsetCommit (outside any group generation) to groups
 named after the query. Offset metadata is limited to ``offset.metadata.max.bytes`` (4096

@@ -1,6 +1,6 @@
 """The executor side: one Spark task writes its rows in a Kafka transaction and prepares it.
 
-For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/writer.md``, DESIGN.md):
+For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.md):
 
 1. ``transactional.id = {prefix}{Q}-{P}``.
 2. If the query's decision record is for ``B`` (a replay after the driver decided), the

@@ -50,7 +50,7 @@ PREFIX = "kafka-txn-demo-"
 #: Orders written outside transactions while the crash is armed (they start the batch).
 PLAIN_ORDERS = 50
 #: Micro-batches with rows before the crash, and after the restart.
-BATCHES_PER_RUN = 6
+BATCHES_PER_RUN = 5
 #: Hang detection for each step (seconds): generous, the machine may be busy.
 STEP_TIMEOUT_S = 300.0
 

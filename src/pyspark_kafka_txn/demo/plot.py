@@ -79,7 +79,8 @@ def draw(
         color="tab:orange",
         label="micro-batch duration (triggerExecution)",
     )
-    lat_ax.set_ylabel("seconds")
+    lat_ax.set_yscale("log")  # the restart's catch-up would flatten the steady state
+    lat_ax.set_ylabel("seconds (log scale)")
     lat_ax.set_xlabel("seconds since the input producer started")
     lat_ax.legend(loc="upper right")
     for ax in (rows_ax, lat_ax):

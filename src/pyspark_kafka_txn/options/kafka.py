@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, check_store_types
 from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.registry import closest
 
 __all__ = [
     "CONSUMER_ONLY",
@@ -239,8 +240,13 @@ def client_options(
         elif key in ignored or key in _JAVA_ONLY:
             logger.warning("Kafka option 'kafka.%s' is not used by the kafka_txn writer", key)
         else:
+            likely = closest(key, SECURITY_OPTIONS | producer_options | ignored)
             raise ConfigError(
                 f"Option 'kafka.{key}' is not a producer setting the kafka_txn writer "
-                "understands (see docs/writer.md for the supported kafka.* options)"
+                + (
+                    f"understands: did you mean 'kafka.{likely}'?"
+                    if likely is not None
+                    else "understands (see docs/writer.md for the supported kafka.* options)"
+                )
             )
     return out

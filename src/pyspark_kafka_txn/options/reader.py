@@ -21,7 +21,7 @@ from enum import Enum
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redact
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
-from pyspark_kafka_txn.options.registry import known_names
+from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
 __all__ = [
     "EARLIEST",
@@ -430,9 +430,6 @@ def _offset_spec(
     return SpecificOffsets(offsets)
 
 
-_KNOWN = known_names("reader") | {"path"}
-
-
 def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
     """Validate the source options of a ``kafka_txn`` read.
 
@@ -451,18 +448,19 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
     Raises
     ------
     ConfigError
-        When an option is missing, unknown to Kafka's rules or invalid; the message
-        names the option (and never shows a secret).
+        When an option is missing, misspelt (see
+        :func:`~pyspark_kafka_txn.options.registry.check_names`), unknown to Kafka's rules
+        or invalid; the message names the option (and never shows a secret).
     """
     opts = OptionView(options)
-    for key in opts:
-        if not key.startswith("kafka.") and key not in _KNOWN:
-            logger.debug("Ignoring option '%s' unknown to the kafka_txn reader", key)
+    names = [opts.spelled(key) for key in opts]
+    check_names(names, "reader")
 
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
+            + misspelt_hint(names, "kafka.bootstrap.servers")
         )
     subscription = _subscription(opts)
 

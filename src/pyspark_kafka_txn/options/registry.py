@@ -1,19 +1,45 @@
 """The registry of ``kafka_txn`` options: name, default, who reads it, what it does.
 
-It is the list the parsers check names against and the source of the option tables in
-``docs/reader.md`` and ``docs/writer.md`` (``python -m pyspark_kafka_txn.options.registry
-reader|writer`` prints a table; a test keeps the docs equal to it).
+It is the list the parsers check names against (:func:`check_names`: a misspelt option
+fails with a suggestion) and the source of the option tables in ``docs/reader.md`` and
+``docs/writer.md`` (``python -m pyspark_kafka_txn.options.registry reader|writer`` prints
+a table; a test keeps the docs equal to it).
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["OPTIONS", "OptionDoc", "known_names", "markdown_table"]
+from pyspark_kafka_txn.errors import ConfigError
+
+__all__ = [
+    "OPTIONS",
+    "SPARK_OPTIONS",
+    "OptionDoc",
+    "check_names",
+    "closest",
+    "known_names",
+    "markdown_table",
+    "misspelt_hint",
+]
+
+logger = logging.getLogger(__name__)
 
 Scope = Literal["reader", "writer", "both"]
+
+#: Names Spark itself adds to a data source's options (lower-cased): ``load(path)`` /
+#: ``save(path)`` / ``start(path)``, and ``checkpointLocation`` / ``queryName`` of
+#: ``writeStream`` (seen in PySpark 4.3). Accepted without a word.
+SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+#: How similar (difflib ratio, lower-cased) an unknown name must be to a known one to be
+#: taken for a misspelling of it.
+_SIMILAR = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +181,13 @@ OPTIONS: tuple[OptionDoc, ...] = (
     OptionDoc("kafka.request.timeout.ms", "`30000`", "writer", "Per request."),
     OptionDoc("kafka.delivery.timeout.ms", "`120000`", "writer", "Per batch, retries included."),
     OptionDoc(
+        "kafka.max.block.ms",
+        "`60000`",
+        "writer",
+        "Longest wait for an unreachable broker, a coordinator or a missing topic's metadata "
+        "(retries included) before failing.",
+    ),
+    OptionDoc(
         "kafka.max.in.flight.requests.per.connection",
         "`5`",
         "writer",
@@ -182,6 +215,92 @@ def known_names(scope: Literal["reader", "writer"]) -> frozenset[str]:
         for o in OPTIONS
         if o.scope in (scope, "both") and not o.name.startswith("kafka.")
     )
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``name`` most likely misspells (compared lower-cased), or None.
+
+    Parameters
+    ----------
+    name
+        A name as the user wrote it.
+    candidates
+        Names as documented.
+
+    Returns
+    -------
+    str or None
+        The documented spelling of the closest candidate at least 80 % similar.
+    """
+    by_lower = {c.lower(): c for c in candidates}
+    match = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=_SIMILAR)
+    return by_lower[match[0]] if match else None
+
+
+def misspelt_hint(names: Iterable[str], required: str) -> str:
+    """`` (is 'X' a misspelling of it?)`` when a given name is close to a missing option.
+
+    Parameters
+    ----------
+    names
+        The option names as the user wrote them.
+    required
+        The documented name of a required option that was not given.
+
+    Returns
+    -------
+    str
+        The hint to append to the error, or ``""``.
+    """
+    given = closest(required, names)
+    return f" (is '{given}' a misspelling of it?)" if given is not None else ""
+
+
+def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> None:
+    """Reject a misspelt option; accept (with a warning) other unknown names.
+
+    ``kafka.*`` names are left to the Kafka translation (librdkafka or our client reject
+    settings they do not know). Any other name is
+
+    * accepted silently when it is an option of ``scope`` or one Spark adds itself
+      (:data:`SPARK_OPTIONS`);
+    * accepted with a warning when it is an option of the other scope (one dict of
+      options shared by a read and a write is common);
+    * rejected when it is close to an option of ``scope`` (including the documented
+      ``kafka.*`` ones, so ``bootstrap.servers`` is caught), naming the likely one;
+    * otherwise accepted with a warning, as Spark's built-in source ignores unknown names.
+
+    Parameters
+    ----------
+    names
+        The option names as the user wrote them.
+    scope
+        ``reader`` or ``writer``.
+
+    Raises
+    ------
+    ConfigError
+        ``Unknown option 'subscibe' of the kafka_txn reader: did you mean 'subscribe'?``
+    """
+    other: Literal["reader", "writer"] = "writer" if scope == "reader" else "reader"
+    known = known_names(scope)
+    candidates = {o.name for o in OPTIONS if o.scope in (scope, "both") and "\\*" not in o.name}
+    candidates.add("kafka.security.protocol")  # documented in a row of several names
+    for name in names:
+        lowered = name.lower()
+        if lowered.startswith("kafka.") or lowered in known or lowered in SPARK_OPTIONS:
+            continue
+        if lowered in known_names(other):
+            logger.warning(
+                "Option '%s' is a kafka_txn %s option; the %s ignores it", name, other, scope
+            )
+            continue
+        likely = closest(name, candidates)
+        if likely is not None:
+            raise ConfigError(
+                f"Unknown option '{name}' of the kafka_txn {scope}: did you mean '{likely}'?"
+            )
+        logger.warning("Ignoring option '%s', unknown to the kafka_txn %s", name, scope)
 
 
 def markdown_table(scope: Literal["reader", "writer"]) -> str:

@@ -8,7 +8,6 @@ Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView, redact
 from pyspark_kafka_txn.options.kafka import client_options
-from pyspark_kafka_txn.options.registry import known_names
+from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.client.producer import ProducerConfig
@@ -30,11 +29,11 @@ __all__ = [
     "parse_writer_options",
 ]
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "spark-kafka-txn-"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.timeout.ms
 DEFAULT_LINGERING_TIMEOUT_MS = 60_000
+DEFAULT_MAX_BLOCK_MS = 60_000  # the Java producer's default
 EXACTLY_ONCE = "exactly_once"
 AT_LEAST_ONCE = "at_least_once"
 
@@ -61,7 +60,6 @@ _PRODUCER_OPTIONS = frozenset(
 _IGNORED = frozenset(
     {
         "buffer.memory",
-        "max.block.ms",
         "metadata.max.age.ms",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
@@ -103,6 +101,12 @@ _FIXED = {
 }
 
 _PREFIX = re.compile(r"^[A-Za-z0-9._\-]*$")
+#: Kafka's longest string field (transactional and group ids), in bytes.
+_MAX_ID_BYTES = 32_767
+#: What the writer appends to the prefix at most: a batch job's query id and the
+#: decision record's chunk groups (``job-{uuid}-decision-{slot}-{chunk}``).
+_LONGEST_SUFFIX = len("job-00000000-0000-0000-0000-000000000000-decision-1-") + 10
+MAX_PREFIX_LENGTH = _MAX_ID_BYTES - _LONGEST_SUFFIX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +130,9 @@ class WriterOptions:
         ``kafka.transaction.two.phase.commit.enable``: ``auto``, ``true`` or ``false``.
     lingering_timeout_ms
         ``lingeringTransactionTimeout``.
+    max_block_ms
+        ``kafka.max.block.ms``: how long a connection, a coordinator or a topic's metadata
+        is waited for (retries included) before the error is raised.
     client_options
         The ``kafka.*`` settings for our protocol client (security and producer tuning;
         prefix removed). Redacted in ``repr``.
@@ -138,6 +145,7 @@ class WriterOptions:
     transaction_timeout_ms: int | None = None
     two_phase_commit: str = "auto"
     lingering_timeout_ms: int = DEFAULT_LINGERING_TIMEOUT_MS
+    max_block_ms: int = DEFAULT_MAX_BLOCK_MS
     client_options: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -196,19 +204,19 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     Raises
     ------
     ConfigError
-        When an option is missing or invalid; the message names the option as the user
-        wrote it (and never shows a secret).
+        When an option is missing, misspelt (see
+        :func:`~pyspark_kafka_txn.options.registry.check_names`) or invalid; the message
+        names the option as the user wrote it (and never shows a secret).
     """
     opts = OptionView(options)
-    known = known_names("writer") | {"path", "checkpointlocation"}
-    for key in opts:
-        if not key.startswith("kafka.") and key not in known:
-            logger.debug("Ignoring option '%s' unknown to the kafka_txn writer", key)
+    names = [opts.spelled(key) for key in opts]
+    check_names(names, "writer")
 
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
+            + misspelt_hint(names, "kafka.bootstrap.servers")
         )
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
@@ -219,11 +227,19 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             f"Invalid value '{prefix}' for option '{opts.spelled('transactionalIdPrefix')}', "
             "must contain only ASCII letters, digits, '.', '_' and '-'"
         )
+    if len(prefix) > MAX_PREFIX_LENGTH:
+        raise ConfigError(
+            f"Option '{opts.spelled('transactionalIdPrefix')}' is {len(prefix)} characters "
+            f"long; at most {MAX_PREFIX_LENGTH} are allowed: the transactional and group ids "
+            f"derived from it (prefix, query id, suffix) must fit Kafka's {_MAX_ID_BYTES}-byte "
+            "limit of ids"
+        )
     delivery = opts.choice("deliveryGuarantee", (EXACTLY_ONCE, AT_LEAST_ONCE), EXACTLY_ONCE)
     two_phase = opts.choice(
         "kafka.transaction.two.phase.commit.enable", ("auto", "true", "false"), "auto"
     )
     timeout = opts.positive_int("kafka.transaction.timeout.ms")
+    max_block = opts.positive_int("kafka.max.block.ms") or DEFAULT_MAX_BLOCK_MS
     opts.boolean("includeHeaders", False)  # validated; a headers column is always written
 
     raw = opts.kafka()
@@ -242,6 +258,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         "bootstrap.servers",
         "transaction.timeout.ms",
         "transaction.two.phase.commit.enable",
+        "max.block.ms",
     ):
         raw.pop(key, None)
     client = client_options(raw, producer_options=_PRODUCER_OPTIONS, ignored=_IGNORED)
@@ -257,6 +274,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         lingering_timeout_ms=opts.duration_ms(
             "lingeringTransactionTimeout", DEFAULT_LINGERING_TIMEOUT_MS
         ),
+        max_block_ms=max_block,
         client_options=client,
     )
     # Build one producer configuration now, so a bad kafka.* value fails at query start.

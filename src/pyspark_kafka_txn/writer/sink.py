@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -27,7 +28,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_kafka_txn.client.admin import describe_broker_configs
-from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.errors import (
+    AuthenticationError,
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTxnError,
+)
 from pyspark_kafka_txn.options.writer import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     WriterOptions,
@@ -50,30 +58,78 @@ _MAX_TIMEOUT = "transaction.max.timeout.ms"
 #: Resolved timeouts by (bootstrap servers, option value): Spark creates a new writer for
 #: every commit of a streaming query, and the broker's maximum does not change under it.
 _RESOLVED: dict[tuple[str, int | None], int] = {}
+#: (bootstrap servers, topic) pairs whose ``topic`` option was found in the cluster.
+_TOPICS_FOUND: set[tuple[str, str]] = set()
 
 
 def resolve_timeout(options: WriterOptions) -> int:
-    """The transaction timeout to use: the option, or the default capped by the broker.
+    """Check the cluster at the start of a write; return the transaction timeout to use.
 
-    Resolved once per process for the same servers and option value.
+    The cluster must be reachable with the given credentials (waiting at most
+    ``kafka.max.block.ms``) and the ``topic`` option's topic must exist, so that these
+    mistakes fail the query at its start instead of failing (and retrying) every task.
+    The timeout is the option, or the default capped by the broker. Both are checked once
+    per process for the same servers, topic and option value.
 
     Raises
     ------
     ConfigError
         If ``kafka.transaction.timeout.ms`` exceeds the broker's
-        ``transaction.max.timeout.ms`` (InitProducerId would fail in every task).
+        ``transaction.max.timeout.ms`` (InitProducerId would fail in every task), or the
+        ``topic`` option names a topic the cluster does not have.
+    KafkaConnectionError
+        If no broker answered within ``kafka.max.block.ms``.
+    AuthenticationError
+        If the cluster rejected the TLS handshake or the SASL credentials.
     """
     key = (options.bootstrap_servers, options.transaction_timeout_ms)
-    if key not in _RESOLVED:
-        _RESOLVED[key] = _resolve(options)
+    topic = None if options.topic is None else (options.bootstrap_servers, options.topic)
+    if key in _RESOLVED and (topic is None or topic in _TOPICS_FOUND):
+        return _RESOLVED[key]
+    where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
+    try:
+        with connect(options) as cluster:
+            if topic is not None and topic not in _TOPICS_FOUND:
+                _check_topic(cluster, *topic)
+                _TOPICS_FOUND.add(topic)
+            if key not in _RESOLVED:
+                _RESOLVED[key] = _resolve(cluster, options)
+    except KafkaConnectionError as exc:
+        raise KafkaConnectionError(
+            f"The kafka_txn writer cannot reach {where} within kafka.max.block.ms="
+            f"{options.max_block_ms}: {exc}"
+        ) from None
+    except AuthenticationError as exc:
+        raise AuthenticationError(
+            f"The kafka_txn writer cannot connect to {where}: {exc}"
+        ) from None
     return _RESOLVED[key]
 
 
-def _resolve(options: WriterOptions) -> int:
+def _check_topic(cluster: ClusterClient, servers: str, topic: str) -> None:
+    """Fail at the start when the ``topic`` option names a topic the cluster lacks.
+
+    One Metadata request (connection failures retried); a missing topic is not waited
+    for: the writer never creates topics.
+    """
+    body = cluster.retrying(f"metadata {topic}", lambda: cluster.refresh([topic]))
+    code = next((t.error_code for t in body.topics if str(t.name) == topic), ErrorCode.none)
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_topic_exception):
+        raise ConfigError(
+            f"Topic '{topic}' of option 'topic' does not exist in the cluster at "
+            f"'{servers}' ({code.name}): the kafka_txn writer never creates "
+            "topics; create it first"
+        )
+    if code not in (ErrorCode.none, ErrorCode.leader_not_available):
+        raise BrokerError(code, f"metadata for topic '{topic}' of option 'topic'")
+
+
+def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
     try:
-        with connect(options) as cluster:
-            value = describe_broker_configs(cluster, [_MAX_TIMEOUT]).get(_MAX_TIMEOUT)
+        value = describe_broker_configs(cluster, [_MAX_TIMEOUT]).get(_MAX_TIMEOUT)
         broker_max = int(value) if value is not None else None
+    except (KafkaConnectionError, AuthenticationError):
+        raise
     except KafkaTxnError as exc:  # e.g. no DescribeConfigs permission
         log.warning("could not read the broker's %s (%s); not checked", _MAX_TIMEOUT, exc)
         broker_max = None

@@ -56,9 +56,15 @@ class TaskIdentity:
 
 
 def connect(options: WriterOptions) -> ClusterClient:
-    """A client for the writer's bootstrap servers and security settings."""
+    """A client for the writer's bootstrap servers and security settings.
+
+    Its retries (connections, coordinators, a topic's metadata) end after
+    ``kafka.max.block.ms``, as the Java producer's blocking calls do.
+    """
     config = ConnectionConfig(client_id="pyspark-kafka-txn-writer", security=options.security())
-    return ClusterClient(options.bootstrap_servers, config)
+    return ClusterClient(
+        options.bootstrap_servers, config, retry_timeout_s=options.max_block_ms / 1000
+    )
 
 
 def read_marker(cluster: ClusterClient, tid: str) -> int | None:

@@ -72,6 +72,8 @@ def _tls_failure(exc: ssl.SSLError) -> str:
         if "CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "HANDSHAKE_FAILURE" in reason:
             hint = " (client certificate missing or not trusted by the broker?)"
         return f"the broker sent the TLS alert {reason}{hint}"
+    if reason in ("UNEXPECTED_EOF_WHILE_READING", "WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE"):
+        return f"{reason} (a listener that does not speak TLS? check security.protocol)"
     return reason
 
 

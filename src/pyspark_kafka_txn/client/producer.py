@@ -652,7 +652,14 @@ class TransactionalProducer:
                 if isinstance(partitions, pa.ChunkedArray)
                 else partitions
             )
-            chosen = np.asarray(pc.fill_null(arr.cast(pa.int64()), -1).to_numpy(), dtype=np.int64)
+            given = arr.cast(pa.int64())
+            lowest = pc.min(given).as_py()
+            if lowest is not None and lowest < 0:
+                raise ConfigError(
+                    f"partition {lowest} of a record for {topic!r} is negative: a record's "
+                    f"partition must be null or 0..{count - 1}"
+                )
+            chosen = np.asarray(pc.fill_null(given, -1).to_numpy(), dtype=np.int64)
             explicit = chosen >= 0
         else:
             chosen = np.full(n, -1, dtype=np.int64)
@@ -815,8 +822,15 @@ class TransactionalProducer:
             ):
                 self._retry(part, BrokerError(code, "produce"), stale_metadata=False)
             else:
+                context = f"Produce to {batch.tp[0]}-{batch.tp[1]}"
+                if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+                    context += (
+                        f": a batch of {batch.count} record(s), {len(batch.data)} bytes, is "
+                        "above the topic's max.message.bytes (lower batch.size below it, or "
+                        "raise the topic's limit for records this large)"
+                    )
                 try:
-                    check(code, f"Produce to {batch.tp[0]}-{batch.tp[1]}")
+                    check(code, context)
                 except BrokerError as exc:
                     if exc.retriable:
                         self._retry(part, exc, stale_metadata=code in _METADATA_STALE)

@@ -16,6 +16,7 @@ loss; only offsets below the log start offset and vanished partitions are, and t
 
 from __future__ import annotations
 
+import collections
 import gc
 import logging
 import time
@@ -35,7 +36,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark_kafka_txn.errors import ConfigError, DataLossError, KafkaTxnError
+from pyspark_kafka_txn.errors import (
+    AuthenticationError,
+    ConfigError,
+    DataLossError,
+    KafkaConnectionError,
+    KafkaTxnError,
+)
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
     OffsetJson,
@@ -79,6 +86,8 @@ logger = logging.getLogger(__name__)
 ARROW_BATCH_ROWS = 10_000
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _ADMIN_TIMEOUT_S = 30.0
+#: How often the driver looks at librdkafka's error events until the cluster first answers.
+_PROBE_S = 0.5
 
 _DATA_LOSS_HINT = (
     " Some data may have been lost because they are not available in Kafka any more; either "
@@ -123,8 +132,13 @@ class _OffsetClient:
         from confluent_kafka.admin import AdminClient
 
         self._options = options
+        #: librdkafka's error events (connection, TLS, SASL failures), newest last.
+        self._events: collections.deque[Any] = collections.deque(maxlen=64)
+        #: Whether the cluster has answered once (see :meth:`_reach`).
+        self._reached = False
+        config: dict[str, Any] = {**options.admin_config(), "error_cb": self._events.append}
         try:
-            self._admin = AdminClient(options.admin_config())
+            self._admin = AdminClient(config)
         except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
             raise ConfigError(f"Invalid kafka.* option: {_redacted_error(exc, options)}") from None
         self._isolation = (
@@ -133,17 +147,33 @@ class _OffsetClient:
             else IsolationLevel.READ_UNCOMMITTED
         )
 
-    def topic_partitions(self) -> set[TopicPartition]:
-        """The topic-partitions the subscription covers right now."""
+    def topic_partitions(self, *, at_start: bool = False) -> set[TopicPartition]:
+        """The topic-partitions the subscription covers right now.
+
+        Parameters
+        ----------
+        at_start
+            A new query or a batch read is being planned: a subscribed topic or an
+            assigned partition the cluster does not have fails it (later, one that
+            vanished is data loss, see ``failOnDataLoss``).
+
+        Raises
+        ------
+        ConfigError
+            ``at_start``, naming the topics or partitions that do not exist.
+        """
         sub = self._options.subscription
         metadata = self._retry(
             "list topics", lambda: self._admin.list_topics(timeout=_ADMIN_TIMEOUT_S)
         )
-        existing: dict[str, set[int]] = {
+        known: dict[str, set[int]] = {
             name: set(meta.partitions)
             for name, meta in metadata.topics.items()
-            if meta.error is None and name not in _INTERNAL_TOPICS
+            if meta.error is None
         }
+        if at_start:
+            self._check_exist(known)
+        existing = {name: p for name, p in known.items() if name not in _INTERNAL_TOPICS}
         if isinstance(sub, Assign):
             return {tp for tp in sub.partitions if tp.partition in existing.get(tp.topic, ())}
         if isinstance(sub, Subscribe):
@@ -151,6 +181,26 @@ class _OffsetClient:
         else:
             topics = [t for t in existing if sub.matches(t)]
         return {TopicPartition(t, p) for t in topics for p in existing[t]}
+
+    def _check_exist(self, known: Mapping[str, set[int]]) -> None:
+        """Fail when ``subscribe`` / ``assign`` name topics or partitions not in ``known``."""
+        sub = self._options.subscription
+        where = f"in the cluster at '{self._options.bootstrap_servers}'"
+        if isinstance(sub, Subscribe):
+            topics = [t for t in sub.topics if t not in known]
+            if topics:
+                raise ConfigError(
+                    f"Option 'subscribe': topic(s) {', '.join(map(repr, topics))} do not exist "
+                    f"{where} (or may not be described by this principal); create them first, "
+                    "or use 'subscribePattern' to read topics as they appear"
+                )
+        elif isinstance(sub, Assign):
+            missing = [tp for tp in sub.partitions if tp.partition not in known.get(tp.topic, ())]
+            if missing:
+                raise ConfigError(
+                    f"Option 'assign': topic-partition(s) {', '.join(map(str, missing))} do "
+                    f"not exist {where}"
+                )
 
     def earliest(self, tps: Sequence[TopicPartition] | set[TopicPartition]) -> PartitionOffsets:
         """Log start offsets."""
@@ -191,11 +241,58 @@ class _OffsetClient:
         result: PartitionOffsets = self._retry("list offsets", call)
         return result
 
+    def _reach(self) -> None:
+        """Until the cluster has answered once, watch librdkafka's error events.
+
+        A cluster that rejects the TLS handshake or the SASL credentials fails at once
+        (:class:`AuthenticationError`, not retried); one that no broker of the bootstrap
+        list answers fails this attempt as soon as librdkafka reports every broker down
+        (:class:`KafkaConnectionError`, retried ``fetchOffset.numRetries`` times), instead
+        of each look-up waiting its whole timeout. Once the cluster has answered, look-ups
+        wait and retry as usual (a broker restart mid-query is not fatal).
+        """
+        if self._reached:
+            return
+        from confluent_kafka import KafkaError
+
+        where = (
+            f"the cluster at '{self._options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
+        )
+        self._events.clear()
+        deadline = time.monotonic() + _ADMIN_TIMEOUT_S
+        while True:
+            try:
+                self._admin.list_topics(timeout=_PROBE_S)
+            except Exception:  # noqa: BLE001 - a timeout: what librdkafka reported says why
+                self._admin.poll(0)
+            else:
+                self._reached = True
+                return
+            events = list(self._events)
+            for err in events:
+                if err.code() == KafkaError._AUTHENTICATION or (
+                    err.code() in (KafkaError._SSL, KafkaError._TRANSPORT)
+                    and "SSL handshake failed" in err.str()
+                ):
+                    raise AuthenticationError(
+                        f"Cannot connect to {where}: {_redacted(err.str(), self._options)}"
+                    )
+            down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in events)
+            if down or time.monotonic() > deadline:
+                causes = [e.str() for e in events if e.code() != KafkaError._ALL_BROKERS_DOWN]
+                detail = causes[-1] if causes else "every broker is down"
+                raise KafkaConnectionError(
+                    f"Cannot reach {where}: {_redacted(detail, self._options)}"
+                )
+
     def _retry(self, what: str, call: Any) -> Any:
         attempts = self._options.fetch_offset_num_retries + 1
         for attempt in range(1, attempts + 1):
             try:
+                self._reach()
                 return call()
+            except AuthenticationError:
+                raise
             except Exception as exc:  # noqa: BLE001 - librdkafka raises KafkaException
                 if attempt == attempts:
                     raise KafkaTxnError(
@@ -286,7 +383,11 @@ def _offset_spec() -> Any:
 
 def _redacted_error(exc: BaseException, options: ReaderOptions) -> str:
     """``str(exc)`` with every secret value of the options blanked out."""
-    text = str(exc)
+    return _redacted(str(exc), options)
+
+
+def _redacted(text: str, options: ReaderOptions) -> str:
+    """``text`` with every secret value of the options blanked out."""
     for key, value in options.kafka_params.items():
         if value and redact({key: value})[key] != value:
             text = text.replace(value, "*****")
@@ -362,7 +463,7 @@ class KafkaBatchReader(_DriverMixin, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """Resolve both bounds (LSO-capped) and plan the tasks."""
         client = self._offsets()
-        tps = client.topic_partitions()
+        tps = client.topic_partitions(at_start=True)
         start = client.resolve(self.options.starting, tps, ending=False)
         assert self.options.ending is not None
         end = client.resolve(self.options.ending, tps, ending=True)
@@ -483,7 +584,7 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
         """
         if self._initial is None:
             client = self._offsets()
-            tps = client.topic_partitions()
+            tps = client.topic_partitions(at_start=True)
             offsets = client.resolve(self.options.starting, tps, ending=False)
             logger.info("Initial offsets: %s", to_json_dict(offsets))
             self._initial = to_json_dict(offsets)

@@ -59,6 +59,7 @@ from pyspark_kafka_txn.client.errors import (
     KafkaTxnError,
     ProducerFencedError,
     ProtocolError,
+    RecordTooLargeError,
     TransactionError,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
@@ -611,16 +612,20 @@ class TransactionalProducer:
 
     def _encode(self, part: _Partition, records: RecordColumns, now: float) -> None:
         """Encode ``records`` into batches with the partition's next sequence numbers."""
-        for enc in encode_batches(
-            records,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=part.next_sequence,
-            transactional=True,
-            compression=self.config.compression,
-            batch_size=self.config.batch_size,
-            max_batch_bytes=self.config.max_request_size,
-        ):
+        try:
+            encoded = encode_batches(
+                records,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=part.next_sequence,
+                transactional=True,
+                compression=self.config.compression,
+                batch_size=self.config.batch_size,
+                max_batch_bytes=self.config.max_request_size,
+            )
+        except RecordTooLargeError as exc:
+            raise RecordTooLargeError(f"{part.tp[0]}-{part.tp[1]}: {exc}") from None
+        for enc in encoded:
             part.queue.append(_Batch(part.tp, enc.data, enc.record_count, enc.base_sequence, now))
             part.next_sequence = (part.next_sequence + enc.record_count) & 0x7FFFFFFF
 

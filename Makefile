@@ -24,8 +24,8 @@ kcat:
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench notebooks
+	$(VENV)/bin/ruff format --check src tests bench notebooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$d; s=$$?; rm -rf $$d; exit $$s

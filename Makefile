@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat bench clean
+.PHONY: demo test lint check-python venv kcat bench chaos clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -39,6 +39,13 @@ test: lint kcat
 
 demo: $(STAMP)
 	$(PY) -m pyspark_kafka_txn demo
+
+# The exactly-once pipeline under seeded faults: `make chaos SEEDS=50 DURATION=60`, or one
+# seed again with `make chaos SEED=17`. Writes chaos-report/report.md and report.json.
+SEEDS    ?= 5
+DURATION ?= 60
+chaos: $(STAMP)
+	$(PY) -m tests.chaos.run --duration $(DURATION) $(if $(SEED),--seed $(SEED),--seeds $(SEEDS))
 
 bench: $(STAMP)
 	$(PY) bench/broker_throughput.py

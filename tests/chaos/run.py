@@ -1,0 +1,361 @@
+"""``make chaos SEEDS=N DURATION=S``: the exactly-once pipeline under a seeded fault schedule.
+
+For each seed: an embedded cluster (1 or 3 brokers, on a data directory), an input topic
+written by :class:`~tests.chaos.feed.ChaosFeed` (committed and aborted transactions), the
+query of :mod:`tests.chaos.job` in a Spark process of its own, and the faults of
+:func:`~tests.chaos.schedule.draw`. A query that dies is restarted from its checkpoint,
+as a supervisor would. At the end the feed stops, the query drains, and
+:func:`~tests.chaos.checker.check` judges the output. The report (Markdown and JSON) lists
+per seed the plan, what each fault did, the counts and every anomaly.
+
+    .venv/bin/python -m tests.chaos.run --seeds 50 --duration 60 --report chaos-report
+    .venv/bin/python -m tests.chaos.run --seed 17 --duration 60   # one seed again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark_kafka_txn.demo.child import JobProcess
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.chaos.checker import Verdict, check
+from tests.chaos.feed import ChaosFeed
+from tests.chaos.job import ChaosJobSettings
+from tests.chaos.schedule import Fault, Plan, draw
+
+log = logging.getLogger("chaos")
+ROOT = Path(__file__).resolve().parents[2]
+INPUT, OUTPUT = "chaos-in", "chaos-out"
+#: A query making no progress this long while it has input is reported as stalled.
+STALL_S = 240.0
+#: Waiting for a fault's trigger (a held-back request being hit) at most this long.
+ARM_S = 60.0
+
+
+@dataclass(slots=True)
+class SeedResult:
+    seed: int
+    plan: dict[str, Any]
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    runs: int = 0
+    query_failures: list[str] = field(default_factory=list)
+    batches: int = 0
+    seconds: float = 0.0
+    verdict: dict[str, Any] = field(default_factory=dict)
+    anomalies: list[str] = field(default_factory=list)
+    harness_errors: list[str] = field(default_factory=list)
+    logs: str = ""
+
+
+class Harness:
+    def __init__(self, plan: Plan, work: Path) -> None:
+        self.plan = plan
+        self.work = work
+        self.prefix = f"chaos-{plan.seed}-{uuid.uuid4().hex[:6]}-"
+        self.kafka = EmbeddedKafka(
+            brokers=plan.brokers,
+            data_dir=work / "data",
+            initial_producer_epoch=plan.initial_producer_epoch,
+        )
+        self.result = SeedResult(plan.seed, plan.to_dict())
+        self.job: JobProcess | None = None
+        self.query = ""
+        self.drained = False
+        self.last_progress = time.monotonic()
+
+    # --- the query ----------------------------------------------------------------
+
+    def start_job(self) -> None:
+        runs = self.result.runs
+        settings = ChaosJobSettings(
+            bootstrap=self.kafka.bootstrap_servers,
+            input_topic=INPUT,
+            output_topic=OUTPUT,
+            checkpoint=str(self.work / "checkpoint"),
+            prefix=self.prefix,
+            repartition=self.plan.repartitions[min(runs, len(self.plan.repartitions) - 1)],
+        )
+        self.result.runs += 1
+        self.drained = False
+        self.job = JobProcess(settings, self.work / f"run{runs + 1}.log", module="tests.chaos.job")
+        self.last_progress = time.monotonic()
+
+    def crash(self) -> None:
+        """SIGKILL the query's whole process; a supervisor restarts it."""
+        assert self.job is not None
+        self.job.kill()
+
+    def pump(self, seconds: float) -> None:
+        """Handle the job's events for ``seconds``; restart it if it died."""
+        end = time.monotonic() + seconds
+        while True:
+            assert self.job is not None
+            event = self.job.next_event(max(0.0, min(0.2, end - time.monotonic())))
+            if event is not None:
+                kind = event["event"]
+                if kind == "started":
+                    self.query = str(event["query"])
+                elif kind == "progress":
+                    if event["rows"]:
+                        self.result.batches += 1
+                    self.last_progress = time.monotonic()
+                elif kind == "idle":
+                    self.last_progress = time.monotonic()
+                elif kind == "drained":
+                    self.drained = True
+                elif kind in ("failed", "exited"):
+                    self.job.stop_quietly()
+                    if kind == "failed":
+                        reason = str(event.get("error", "")).strip().splitlines()[:1]
+                        self.result.query_failures.append(reason[0][:300] if reason else "?")
+                    if not self.drained:
+                        self.start_job()
+            if time.monotonic() - self.last_progress > STALL_S:
+                raise StallError(f"no micro-batch for {STALL_S:.0f} s")
+            if time.monotonic() >= end:
+                return
+
+    # --- faults -------------------------------------------------------------------
+
+    def apply(self, fault: Fault, feed: ChaosFeed) -> dict[str, Any]:
+        k, p = self.kafka, fault.params
+        if fault.kind in ("task_exception", "worker_kill"):
+            feed.flag("exception" if fault.kind == "task_exception" else "kill")
+            return {}
+        if fault.kind == "driver_kill":
+            self.pump(p["delay_s"])
+            self.crash()
+            self.pump(0)
+            return {}
+        if fault.kind in ("driver_kill_after_decision", "driver_kill_before_decision"):
+            api = "EndTxn" if fault.kind == "driver_kill_after_decision" else "OffsetCommit"
+            rule = k.fail_requests(api, "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000_000)
+            deadline = time.monotonic() + ARM_S
+            while rule.hits == 0 and time.monotonic() < deadline:
+                self.pump(0.05)
+            hits = rule.hits
+            self.crash()
+            open_partitions = self.pinned()
+            k.clear_faults()
+            self.pump(0)
+            return {"hits": hits, "open_output_partitions": open_partitions}
+        if fault.kind == "broker_restart":
+            k.restart()
+            return {}
+        if fault.kind == "drop_connections":
+            return {"dropped": k.drop_connections()}
+        if fault.kind == "retriable_errors":
+            try:
+                k.fail_requests(p["api"], p["error"], count=p["count"])
+            except ValueError:  # no error builder for this API: executed, answer lost
+                k.fail_requests(p["api"], p["error"], count=p["count"], after=True)
+            return {}
+        if fault.kind == "lost_responses":
+            k.fail_requests(p["api"], "REQUEST_TIMED_OUT", count=p["count"], after=True)
+            return {}
+        if fault.kind == "delays":
+            k.delay_requests(p["api"], p["seconds"], count=p["count"])
+            return {}
+        if fault.kind == "leader_move":
+            topic = OUTPUT if p["output"] else INPUT
+            count = self.plan.output_partitions if p["output"] else self.plan.input_partitions
+            k.move_leader(topic, p["partition"] % count, p["node"])
+            return {"topic": topic}
+        if fault.kind == "coordinator_move":
+            if p["writer"] and self.query:
+                spark_partitions = self.plan.repartitions[
+                    min(self.result.runs, len(self.plan.repartitions)) - 1
+                ]
+                key = f"{self.prefix}{self.query}-{p['partition'] % spark_partitions}"
+            else:
+                key = f"chaos-feed-{self.plan.seed}"
+            k.move_coordinator("transaction", key, p["node"])
+            return {"transactional_id": key}
+        raise ValueError(f"unknown fault kind {fault.kind}")
+
+    def pinned(self) -> dict[int, tuple[int, int]]:
+        out = {}
+        for p in range(self.plan.output_partitions):
+            o = self.kafka.offsets(OUTPUT, p)
+            if o["last_stable"] < o["high_watermark"]:
+                out[p] = (o["last_stable"], o["high_watermark"])
+        return out
+
+    # --- one run ------------------------------------------------------------------
+
+    def run(self) -> SeedResult:
+        started = time.monotonic()
+        with self.kafka:
+            self.kafka.create_topic(INPUT, self.plan.input_partitions)
+            self.kafka.create_topic(OUTPUT, self.plan.output_partitions)
+            feed = ChaosFeed(self.kafka.bootstrap_servers, INPUT, self.plan.seed)
+            self.start_job()
+            try:
+                self._play(feed)
+            except (StallError, TimeoutError) as exc:
+                self.result.anomalies.append(f"liveness: {exc}")
+            finally:
+                feed.stop()
+                self.kafka.clear_faults()
+                if self.job is not None:
+                    self.job.stop_quietly()
+            if feed.error is not None:
+                self.result.harness_errors.append(f"input producer: {feed.error}")
+            if not self.result.anomalies:
+                verdict = check(self.kafka.bootstrap_servers, INPUT, OUTPUT)
+                self.result.verdict = _summary(verdict, feed)
+                self.result.anomalies.extend(verdict.anomalies)
+        self.result.seconds = round(time.monotonic() - started, 1)
+        return self.result
+
+    def _play(self, feed: ChaosFeed) -> None:
+        # Wait for the first micro-batch (Spark warm), then start the input.
+        while self.result.runs and not self.query:
+            self.pump(0.5)
+        feed.start()
+        t0 = time.monotonic()
+        for fault in self.plan.faults:
+            self.pump(max(0.0, t0 + fault.at_s - time.monotonic()))
+            outcome = self.apply(fault, feed)
+            at = round(time.monotonic() - t0, 1)
+            self.result.applied.append({"at_s": at, "kind": fault.kind, **fault.params, **outcome})
+            log.info("seed %d: %.1f s %s %s", self.plan.seed, at, fault.kind, outcome)
+        self.pump(max(0.0, t0 + self.plan.duration_s - time.monotonic()))
+        feed.stop()
+        self.kafka.clear_faults()
+        for _ in range(3):  # drain; a query that fails meanwhile is restarted
+            assert self.job is not None
+            self.job.drain()
+            deadline = time.monotonic() + STALL_S
+            while not self.drained and self.job.running() and time.monotonic() < deadline:
+                self.pump(0.5)
+            if self.drained:
+                self.job.wait(120)
+                return
+            if time.monotonic() >= deadline:
+                raise StallError("the query did not drain")
+            if not self.job.running() and not self.drained:
+                self.start_job()
+                while not self.query:
+                    self.pump(0.5)
+        raise StallError("the query failed three times while draining")
+
+
+class StallError(Exception):
+    pass
+
+
+def _summary(verdict: Verdict, feed: ChaosFeed) -> dict[str, Any]:
+    return {
+        "input_committed": verdict.input_committed,
+        "input_aborted": verdict.input_aborted,
+        "output": verdict.output,
+        "output_in_log": verdict.output_in_log,
+        "feed_transactions": feed.committed_txns + feed.aborted_txns,
+        "feed_failed_calls": feed.failed_calls,
+    }
+
+
+def run_seed(seed: int, duration_s: float, keep: Path | None) -> SeedResult:
+    work = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    result = Harness(draw(seed, duration_s), work).run()
+    if (result.anomalies or result.harness_errors) and keep is not None:
+        target = keep / f"seed-{seed}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(work, target, ignore=shutil.ignore_patterns("data"))
+        result.logs = str(target)
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def write_report(results: list[SeedResult], directory: Path, duration_s: float) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "report.json").write_text(
+        json.dumps([asdict(r) for r in results], indent=1, default=str)
+    )
+    kinds = Counter(a["kind"] for r in results for a in r.applied)
+
+    def total(name: str) -> int:
+        return sum(int(r.verdict.get(name, 0)) for r in results)
+
+    bad = [r for r in results if r.anomalies]
+    lines = [
+        "# Chaos report",
+        "",
+        f"Command: `make chaos SEEDS={len(results)} DURATION={duration_s:g}` "
+        f"(seeds {', '.join(str(r.seed) for r in results)})",
+        "",
+        f"* runs: {len(results)}, with anomalies: **{len(bad)}**",
+        f"* faults injected: {sum(kinds.values())} "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})",
+        f"* query restarts (kills and failures): {sum(r.runs - 1 for r in results)}; "
+        f"micro-batches with rows: {sum(r.batches for r in results)}",
+        f"* input records committed: {total('input_committed'):,}, aborted: "
+        f"{total('input_aborted'):,}; output records: {total('output'):,} "
+        f"({total('output_in_log'):,} in the log, aborted attempts included)",
+        "",
+        "| seed | brokers | faults | runs | batches | committed in | out | anomalies | s |",
+        "|---:|---:|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in results:
+        faults = ", ".join(a["kind"] for a in r.applied)
+        lines.append(
+            f"| {r.seed} | {r.plan['brokers']} | {faults} | {r.runs} | {r.batches} | "
+            f"{r.verdict.get('input_committed', '-')} | {r.verdict.get('output', '-')} | "
+            f"{'; '.join(r.anomalies + r.harness_errors) or 'none'} | {r.seconds} |"
+        )
+    for r in bad:
+        lines += [
+            "",
+            f"## Seed {r.seed}",
+            "",
+            "Reproduce: `make chaos SEED=" + str(r.seed) + f" DURATION={duration_s:g}`",
+            "",
+        ]
+        lines += [f"* {a}" for a in r.anomalies]
+        lines += ["", "Faults:", ""] + [f"* {json.dumps(a)}" for a in r.applied]
+        if r.logs:
+            lines += ["", f"Logs and checkpoint: `{r.logs}`"]
+    path = directory / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=1, help="run seeds 1..N")
+    parser.add_argument("--seed", type=int, action="append", help="run this seed (repeatable)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of input per seed")
+    parser.add_argument("--report", type=Path, default=ROOT / "chaos-report")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    seeds = args.seed or list(range(1, args.seeds + 1))
+    results = []
+    for seed in seeds:
+        result = run_seed(seed, args.duration, args.report)
+        results.append(result)
+        status = "OK" if not result.anomalies else f"ANOMALIES: {result.anomalies}"
+        log.info("seed %d done in %.0f s: %s", seed, result.seconds, status)
+        write_report(results, args.report, args.duration)
+    path = write_report(results, args.report, args.duration)
+    sys.stdout.write(path.read_text())
+    return 1 if any(r.anomalies for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

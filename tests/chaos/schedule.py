@@ -1,0 +1,122 @@
+"""A seeded fault schedule: which faults, when, on what cluster shape.
+
+Everything random in a chaos run is drawn here from the seed, so a seed and a duration
+reproduce a run's plan (not its timing: Spark and the machine decide that).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Fault kinds and their weights.
+KINDS: dict[str, int] = {
+    "task_exception": 2,  # the first attempt of a writing task raises
+    "worker_kill": 2,  # the first attempt of a writing task kills its Python worker
+    "driver_kill": 2,  # SIGKILL of the whole Spark process at a random moment
+    "driver_kill_after_decision": 3,  # EndTxn held back, then SIGKILL: inside commit()
+    "driver_kill_before_decision": 2,  # OffsetCommit (the decision) failing, then SIGKILL
+    "broker_restart": 2,  # the whole cluster restarted from its data directory
+    "drop_connections": 2,  # every client connection cut
+    "retriable_errors": 3,  # a few requests answered with a retriable error
+    "lost_responses": 2,  # requests executed, their answers lost
+    "delays": 2,  # requests held back
+    "leader_move": 2,  # (3 brokers) a partition's leadership moves
+    "coordinator_move": 2,  # (3 brokers) a transaction coordinator moves
+}
+MULTI_BROKER_ONLY = {"leader_move", "coordinator_move"}
+
+RETRIABLE = [
+    ("Produce", "NOT_LEADER_OR_FOLLOWER"),
+    ("Produce", "REQUEST_TIMED_OUT"),
+    ("EndTxn", "COORDINATOR_LOAD_IN_PROGRESS"),
+    ("EndTxn", "CONCURRENT_TRANSACTIONS"),
+    ("InitProducerId", "CONCURRENT_TRANSACTIONS"),
+    ("InitProducerId", "COORDINATOR_LOAD_IN_PROGRESS"),
+    ("FindCoordinator", "COORDINATOR_NOT_AVAILABLE"),
+    ("TxnOffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"),
+    ("OffsetFetch", "COORDINATOR_LOAD_IN_PROGRESS"),
+    ("Fetch", "NOT_LEADER_OR_FOLLOWER"),
+    ("ListOffsets", "NOT_LEADER_OR_FOLLOWER"),
+]
+LOSABLE = ["Produce", "EndTxn", "InitProducerId", "TxnOffsetCommit", "OffsetCommit"]
+DELAYABLE = ["Produce", "EndTxn", "InitProducerId", "Fetch", "OffsetFetch", "ListOffsets"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at_s: float  # seconds after the input producer started
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    seed: int
+    duration_s: float
+    brokers: int
+    input_partitions: int
+    output_partitions: int
+    #: Spark partitions of each run of the query (a restart takes the next one).
+    repartitions: tuple[int, ...]
+    #: The embedded cluster's first producer epoch (near 32767: epochs cross exhaustion).
+    initial_producer_epoch: int
+    faults: tuple[Fault, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def draw(seed: int, duration_s: float) -> Plan:
+    rng = random.Random(seed)
+    brokers = rng.choice([1, 3])
+    kinds = [k for k in KINDS if brokers > 1 or k not in MULTI_BROKER_ONLY]
+    weights = [KINDS[k] for k in kinds]
+    # About one fault every 6 s, none in the last quarter (the query must catch up).
+    count = max(2, round(duration_s / 6))
+    faults = []
+    for _ in range(count):
+        kind = rng.choices(kinds, weights)[0]
+        at = round(rng.uniform(2.0, duration_s * 0.75), 1)
+        faults.append(Fault(at, kind, _params(rng, kind, brokers)))
+    faults.sort(key=lambda f: f.at_s)
+    return Plan(
+        seed=seed,
+        duration_s=duration_s,
+        brokers=brokers,
+        input_partitions=rng.randint(2, 4),
+        output_partitions=rng.randint(2, 4),
+        repartitions=tuple(rng.randint(2, 5) for _ in range(1 + count)),
+        initial_producer_epoch=32_760 if rng.random() < 0.3 else 0,
+        faults=tuple(faults),
+    )
+
+
+def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
+    if kind == "retriable_errors":
+        api, error = rng.choice(RETRIABLE)
+        return {"api": api, "error": error, "count": rng.randint(1, 5)}
+    if kind == "lost_responses":
+        return {"api": rng.choice(LOSABLE), "count": rng.randint(1, 3)}
+    if kind == "delays":
+        return {
+            "api": rng.choice(DELAYABLE),
+            "seconds": round(rng.uniform(0.2, 3.0), 1),
+            "count": rng.randint(1, 4),
+        }
+    if kind == "leader_move":
+        return {
+            "output": rng.random() < 0.5,
+            "partition": rng.randint(0, 3),
+            "node": rng.randrange(brokers),
+        }
+    if kind == "coordinator_move":
+        return {
+            "writer": rng.random() < 0.7,
+            "partition": rng.randint(0, 4),
+            "node": rng.randrange(brokers),
+        }
+    if kind == "driver_kill":
+        return {"delay_s": round(rng.uniform(0.0, 1.5), 2)}
+    return {}

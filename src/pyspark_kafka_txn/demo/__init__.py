@@ -338,6 +338,16 @@ def _verify(kafka: Any, story: _Story) -> list[Check]:
             f"max {max(latencies):.2f} s (the crash and restart included)"
         )
     checks = check(feed.committed, feed.aborted, committed, _pinned(kafka))
+    in_log = set(read_orders(bootstrap, INPUT, INPUT_PARTITIONS, "read_uncommitted"))
+    not_in_log = feed.aborted - in_log
+    checks.insert(
+        2,
+        Check(
+            "the aborted orders are in the input's log (a read_uncommitted consumer sees them)",
+            not not_in_log,
+            f"{len(not_in_log)} never written" if not_in_log else "",
+        ),
+    )
     checks.append(
         Check(
             "the injected task failure happened",

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from pyspark_kafka_txn.demo.protocol import EVENT, JobSettings
+from pyspark_kafka_txn.demo.protocol import EVENT
 
 #: Environment of a Spark session that must not reach the job: under Spark Connect it
 #: would turn the job's local session into a Connect client.
@@ -29,16 +29,29 @@ class JobFailedError(RuntimeError):
 
 
 class JobProcess:
-    """One run of :mod:`pyspark_kafka_txn.demo.job` (the JVM and Python workers below it)."""
+    """One run of a Spark job module (the JVM and Python workers below it).
 
-    def __init__(self, settings: JobSettings, log: Path) -> None:
+    Parameters
+    ----------
+    settings
+        The job's settings (its one argument, as JSON).
+    log
+        Where its stderr (and stdout lines that are not events) go.
+    module
+        The job's module, run as ``python -m MODULE SETTINGS_JSON``; it speaks the
+        protocol of :mod:`pyspark_kafka_txn.demo.protocol`.
+    """
+
+    def __init__(
+        self, settings: Any, log: Path, module: str = "pyspark_kafka_txn.demo.job"
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
         env["PYSPARK_PYTHON"] = sys.executable
         self.log = log
         self._log_file = log.open("w")
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._proc = subprocess.Popen(  # noqa: S603 - this interpreter and our own module
-            [sys.executable, "-m", "pyspark_kafka_txn.demo.job", settings.to_json()],
+            [sys.executable, "-m", module, settings.to_json()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log_file,
@@ -68,7 +81,8 @@ class JobProcess:
 
     def tail(self, lines: int = 12) -> str:
         """The job's errors: the first lines naming an exception, and the log's path."""
-        self._log_file.flush()
+        if not self._log_file.closed:
+            self._log_file.flush()
         text = self.log.read_text(errors="replace").splitlines()
         errors = [line for line in text if _ERROR.search(line) and not line.startswith("\tat ")]
         shown = list(dict.fromkeys(errors))[:lines] or text[-lines:]
@@ -85,7 +99,10 @@ class JobProcess:
         """Wait for the process to exit; its return code."""
         code = self._proc.wait(timeout_s)
         self._reader.join(10)
-        self._log_file.close()
+        for stream in (self._proc.stdin, self._proc.stdout, self._log_file):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(OSError):  # a broken pipe to a dead process
+                    stream.close()
         return code
 
     def kill(self) -> None:
@@ -98,10 +115,16 @@ class JobProcess:
                 os.kill(pid, signal.SIGKILL)
         self.wait(60)
 
+    def running(self) -> bool:
+        """Whether the process has not exited."""
+        return self._proc.poll() is None
+
     def stop_quietly(self) -> None:
         """Kill the job if it is still running (cleanup after a failure)."""
         if self._proc.poll() is None:
             self.kill()
+        else:
+            self.wait(60)
 
 
 def _descendants(pid: int) -> list[int]:

@@ -170,6 +170,9 @@ class Feed:
                 producer.produce(self.topic, value, key)
                 producer.poll(0)
             if self.plan.aborts(n):
+                # Into the log first: abort_transaction() would purge what is still queued.
+                if producer.flush(CALL_TIMEOUT_S):
+                    raise RuntimeError("the aborted transaction's orders were not delivered")
                 producer.abort_transaction(CALL_TIMEOUT_S)
                 self.aborted.update(orders)
             else:

@@ -23,6 +23,7 @@ Progress is printed while it runs; ``--plot FILE.png`` draws it.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import statistics
 import sys
@@ -174,6 +175,8 @@ def run_demo(plan: FeedPlan | None = None, plot: Path | None = None) -> int:
     """Run the demo; return a process exit code (0 when every check holds)."""
     from pyspark_kafka_txn.embedded import EmbeddedKafka
 
+    if importlib.util.find_spec("pyspark") is None:
+        raise SystemExit("the demo runs Spark: pip install 'pyspark-kafka-txn[spark]'")
     plan = plan or FeedPlan()
     if plot is not None:
         from pyspark_kafka_txn.demo.plot import check_available

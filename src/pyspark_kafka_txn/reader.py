@@ -134,9 +134,10 @@ class _OffsetClient:
         self._options = options
         #: librdkafka's error events (connection, TLS, SASL failures), newest last.
         self._events: collections.deque[Any] = collections.deque(maxlen=64)
-        #: Whether the cluster has answered once (see :meth:`_reach`).
-        self._reached = False
-        config: dict[str, Any] = {**options.admin_config(), "error_cb": self._events.append}
+        #: Whether the cluster has answered once, and whether librdkafka reported every
+        #: broker down before that (see :meth:`_reach`).
+        self._reached = self._all_down = False
+        config: dict[str, Any] = {**options.admin_config(), "error_cb": self._on_error}
         try:
             self._admin = AdminClient(config)
         except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
@@ -241,15 +242,24 @@ class _OffsetClient:
         result: PartitionOffsets = self._retry("list offsets", call)
         return result
 
+    def _on_error(self, err: Any) -> None:
+        """librdkafka's ``error_cb``: keep the event (served by ``poll()``)."""
+        from confluent_kafka import KafkaError
+
+        self._events.append(err)
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._all_down = True
+
     def _reach(self) -> None:
         """Until the cluster has answered once, watch librdkafka's error events.
 
         A cluster that rejects the TLS handshake or the SASL credentials fails at once
         (:class:`AuthenticationError`, not retried); one that no broker of the bootstrap
-        list answers fails this attempt as soon as librdkafka reports every broker down
-        (:class:`KafkaConnectionError`, retried ``fetchOffset.numRetries`` times), instead
-        of each look-up waiting its whole timeout. Once the cluster has answered, look-ups
-        wait and retry as usual (a broker restart mid-query is not fatal).
+        list answers fails this attempt as soon as librdkafka has reported every broker
+        down (:class:`KafkaConnectionError`, retried ``fetchOffset.numRetries`` times, each
+        retry after one more probe), instead of each look-up waiting its whole timeout.
+        Once the cluster has answered, look-ups wait and retry as usual (a broker restart
+        mid-query is not fatal).
         """
         if self._reached:
             return
@@ -258,7 +268,6 @@ class _OffsetClient:
         where = (
             f"the cluster at '{self._options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
         )
-        self._events.clear()
         deadline = time.monotonic() + _ADMIN_TIMEOUT_S
         while True:
             try:
@@ -277,8 +286,7 @@ class _OffsetClient:
                     raise AuthenticationError(
                         f"Cannot connect to {where}: {_redacted(err.str(), self._options)}"
                     )
-            down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in events)
-            if down or time.monotonic() > deadline:
+            if self._all_down or time.monotonic() > deadline:
                 causes = [e.str() for e in events if e.code() != KafkaError._ALL_BROKERS_DOWN]
                 detail = causes[-1] if causes else "every broker is down"
                 raise KafkaConnectionError(

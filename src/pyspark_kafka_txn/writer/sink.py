@@ -55,11 +55,10 @@ log = logging.getLogger(__name__)
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
 
 
-#: Resolved timeouts by (bootstrap servers, option value): Spark creates a new writer for
-#: every commit of a streaming query, and the broker's maximum does not change under it.
-_RESOLVED: dict[tuple[str, int | None], int] = {}
-#: (bootstrap servers, topic) pairs whose ``topic`` option was found in the cluster.
-_TOPICS_FOUND: set[tuple[str, str]] = set()
+#: The timeout resolved by a successful start check, by everything the check depends on
+#: (servers, credentials and other client settings, topic, option value): Spark creates a
+#: new writer for every commit of a streaming query, and none of that changes under it.
+_CHECKED: dict[tuple[object, ...], int] = {}
 
 
 def resolve_timeout(options: WriterOptions) -> int:
@@ -68,8 +67,8 @@ def resolve_timeout(options: WriterOptions) -> int:
     The cluster must be reachable with the given credentials (waiting at most
     ``kafka.max.block.ms``) and the ``topic`` option's topic must exist, so that these
     mistakes fail the query at its start instead of failing (and retrying) every task.
-    The timeout is the option, or the default capped by the broker. Both are checked once
-    per process for the same servers, topic and option value.
+    The timeout is the option, or the default capped by the broker. A successful check is
+    not repeated in this process for the same settings.
 
     Raises
     ------
@@ -82,18 +81,20 @@ def resolve_timeout(options: WriterOptions) -> int:
     AuthenticationError
         If the cluster rejected the TLS handshake or the SASL credentials.
     """
-    key = (options.bootstrap_servers, options.transaction_timeout_ms)
-    topic = None if options.topic is None else (options.bootstrap_servers, options.topic)
-    if key in _RESOLVED and (topic is None or topic in _TOPICS_FOUND):
-        return _RESOLVED[key]
+    key = (
+        options.bootstrap_servers,
+        frozenset(options.client_options.items()),
+        options.topic,
+        options.transaction_timeout_ms,
+    )
+    if key in _CHECKED:
+        return _CHECKED[key]
     where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
     try:
         with connect(options) as cluster:
-            if topic is not None and topic not in _TOPICS_FOUND:
-                _check_topic(cluster, *topic)
-                _TOPICS_FOUND.add(topic)
-            if key not in _RESOLVED:
-                _RESOLVED[key] = _resolve(cluster, options)
+            if options.topic is not None:
+                _check_topic(cluster, options.bootstrap_servers, options.topic)
+            timeout = _resolve(cluster, options)
     except KafkaConnectionError as exc:
         raise KafkaConnectionError(
             f"The kafka_txn writer cannot reach {where} within kafka.max.block.ms="
@@ -103,7 +104,8 @@ def resolve_timeout(options: WriterOptions) -> int:
         raise AuthenticationError(
             f"The kafka_txn writer cannot connect to {where}: {exc}"
         ) from None
-    return _RESOLVED[key]
+    _CHECKED[key] = timeout
+    return timeout
 
 
 def _check_topic(cluster: ClusterClient, servers: str, topic: str) -> None:

@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 INPUT, OUTPUT = "chaos-in", "chaos-out"
 #: A query making no progress this long while it has input is reported as stalled.
 STALL_S = 240.0
+#: Before a fault, waiting at most this long for the query to run a micro-batch.
+RUNNING_WAIT_S = 120.0
 #: Waiting for a fault's trigger (a held-back request being hit) at most this long.
 ARM_S = 60.0
 
@@ -74,6 +76,7 @@ class Harness:
         self.query = ""
         self.drained = False
         self.last_progress = time.monotonic()
+        self.batches_this_run = 0
 
     # --- the query ----------------------------------------------------------------
 
@@ -89,6 +92,7 @@ class Harness:
         )
         self.result.runs += 1
         self.drained = False
+        self.batches_this_run = 0
         self.job = JobProcess(settings, self.work / f"run{runs + 1}.log", module="tests.chaos.job")
         self.last_progress = time.monotonic()
 
@@ -110,6 +114,7 @@ class Harness:
                 elif kind == "progress":
                     if event["rows"]:
                         self.result.batches += 1
+                        self.batches_this_run += 1
                     self.last_progress = time.monotonic()
                 elif kind == "idle":
                     self.last_progress = time.monotonic()
@@ -228,6 +233,11 @@ class Harness:
         t0 = time.monotonic()
         for fault in self.plan.faults:
             self.pump(max(0.0, t0 + fault.at_s - time.monotonic()))
+            # A fault lands on a running query: after a restart, wait for its first
+            # micro-batch with rows (otherwise most faults would hit a query starting up).
+            deadline = time.monotonic() + RUNNING_WAIT_S
+            while self.batches_this_run == 0 and time.monotonic() < deadline:
+                self.pump(0.2)
             outcome = self.apply(fault, feed)
             at = round(time.monotonic() - t0, 1)
             self.result.applied.append({"at_s": at, "kind": fault.kind, **fault.params, **outcome})

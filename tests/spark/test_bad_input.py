@@ -30,38 +30,39 @@ for the reader's other option checks and ``test_writer.py`` for the input column
 10  wrong SASL password                                     the servers, "Authentication fail…
 11  TLS to a plaintext port                                 the servers, "SSL handshake failed"
 12  misspelt ``kafka.bootstrap.server``                     both spellings
+13  ``sasl.jaas.config`` without ``kafka.`` (a secret)      ``did you mean 'kafka.sasl.jaas…``
     **Writer, at the query start** (``WRITER_CASES``)
-13  misspelt option ``topc``                                ``did you mean 'topic'?``
-14  misspelt option ``deliveryGuarante``                    ``did you mean 'deliveryGuarantee'?``
-15  misspelt ``kafka.linger.m``                             ``did you mean 'kafka.linger.ms'?``
-16  no bootstrap servers                                    ``kafka.bootstrap.servers``
-17  invalid ``deliveryGuarantee``                           ``deliveryGuarantee``
-18  ``kafka.acks=1`` (exactly once needs ``all``)           ``kafka.acks``
-19  ``kafka.enable.idempotence=false``                      ``kafka.enable.idempotence``
-20  ``kafka.transactional.id`` (the writer derives them)    ``kafka.transactional.id``
-21  ``kafka.max.in.flight.requests.per.connection=6``       that option
-22  transactional id prefix too long                        ``transactionalIdPrefix``
-23  transaction timeout above the broker's maximum          both settings
-24  unreachable bootstrap servers                           the servers
-25  wrong SASL password                                     the servers, "Authentication fail…
-26  TLS to a plaintext port                                 the servers, "TLS handshake"
-27  ``topic`` option: the topic does not exist (no          the topic
+14  misspelt option ``topc``                                ``did you mean 'topic'?``
+15  misspelt option ``deliveryGuarante``                    ``did you mean 'deliveryGuarantee'?``
+16  misspelt ``kafka.linger.m``                             ``did you mean 'kafka.linger.ms'?``
+17  no bootstrap servers                                    ``kafka.bootstrap.servers``
+18  invalid ``deliveryGuarantee``                           ``deliveryGuarantee``
+19  ``kafka.acks=1`` (exactly once needs ``all``)           ``kafka.acks``
+20  ``kafka.enable.idempotence=false``                      ``kafka.enable.idempotence``
+21  ``kafka.transactional.id`` (the writer derives them)    ``kafka.transactional.id``
+22  ``kafka.max.in.flight.requests.per.connection=6``       that option
+23  transactional id prefix too long                        ``transactionalIdPrefix``
+24  transaction timeout above the broker's maximum          both settings
+25  unreachable bootstrap servers                           the servers
+26  wrong SASL password                                     the servers, "Authentication fail…
+27  TLS to a plaintext port                                 the servers, "TLS handshake"
+28  ``topic`` option: the topic does not exist (no          the topic
     auto-creation)
     **Writer input columns, at the query start** (``COLUMN_CASES``, then one test)
-28  no ``value`` column                                     ``value``
-29  ``value`` of a wrong type (int)                         ``value``, the type
-30  ``key`` of a wrong type (int)                           ``key``, the type
-31  ``topic`` of a wrong type (int)                         ``topic``, the type
-32  ``partition`` of a wrong type (string)                  ``partition``, the type
-33  ``headers`` of a wrong type (array<string>)             ``headers``, the type
-34  no ``topic`` column and no ``topic`` option             ``topic``
+29  no ``value`` column                                     ``value``
+30  ``value`` of a wrong type (int)                         ``value``, the type
+31  ``key`` of a wrong type (int)                           ``key``, the type
+32  ``topic`` of a wrong type (int)                         ``topic``, the type
+33  ``partition`` of a wrong type (string)                  ``partition``, the type
+34  ``headers`` of a wrong type (array<string>)             ``headers``, the type
+35  no ``topic`` column and no ``topic`` option             ``topic``
     **Writer rows, in the task** (``ROW_CASES``; earlier rows of the task were sent)
-35  null topic in a row (no ``topic`` option)               ``topic`` (the column)
-36  negative partition in a row                             the partition, the topic
-37  partition beyond the topic's partitions                 the partition, the topic
-38  record over the topic's ``max.message.bytes``           the topic-partition, the limit
-39  record over ``kafka.max.request.size``                  the topic-partition, the limit
-40  ``topic`` column names a topic that does not exist      the topic
+36  null topic in a row (no ``topic`` option)               ``topic`` (the column)
+37  negative partition in a row                             the partition, the topic
+38  partition beyond the topic's partitions                 the partition, the topic
+39  record over the topic's ``max.message.bytes``           the topic-partition, the limit
+40  record over ``kafka.max.request.size``                  the topic-partition, the limit
+41  ``topic`` column names a topic that does not exist      the topic
 === ======================================================= ================================
 """
 
@@ -247,6 +248,11 @@ READER_CASES = [
         "misspelt-bootstrap",
         {"kafka.bootstrap.servers": None, "kafka.bootstrap.server": "SERVERS"},
         ("kafka.bootstrap.servers", "'kafka.bootstrap.server' a misspelling"),
+    ),
+    Case(
+        "no-prefix-secret",
+        {"sasl.jaas.config": WRONG_SASL["kafka.sasl.jaas.config"]},
+        ("'sasl.jaas.config'", "did you mean 'kafka.sasl.jaas.config'?"),
     ),
 ]
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from pyspark_kafka_txn.client.security import SECURITY_OPTIONS
 from pyspark_kafka_txn.errors import ConfigError
 
 __all__ = [
@@ -266,8 +267,9 @@ def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> Non
       (:data:`SPARK_OPTIONS`);
     * accepted with a warning when it is an option of the other scope (one dict of
       options shared by a read and a write is common);
-    * rejected when it is close to an option of ``scope`` (including the documented
-      ``kafka.*`` ones, so ``bootstrap.servers`` is caught), naming the likely one;
+    * rejected when it is close to an option of ``scope``, naming the likely one; the
+      documented ``kafka.*`` options and the security settings count, so a setting
+      without its prefix (``bootstrap.servers``, ``sasl.jaas.config``) is caught;
     * otherwise accepted with a warning, as Spark's built-in source ignores unknown names.
 
     Parameters
@@ -285,7 +287,7 @@ def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> Non
     other: Literal["reader", "writer"] = "writer" if scope == "reader" else "reader"
     known = known_names(scope)
     candidates = {o.name for o in OPTIONS if o.scope in (scope, "both") and "\\*" not in o.name}
-    candidates.add("kafka.security.protocol")  # documented in a row of several names
+    candidates.update(f"kafka.{name}" for name in SECURITY_OPTIONS)  # one row of the docs
     for name in names:
         lowered = name.lower()
         if lowered.startswith("kafka.") or lowered in known or lowered in SPARK_OPTIONS:

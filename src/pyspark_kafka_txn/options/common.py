@@ -1,8 +1,10 @@
 """What every option parser shares: the case-insensitive view, value parsers, secrets.
 
-Spark hands a data source its options with the keys as the user wrote them (case kept, but
-matched case-insensitively). :class:`OptionView` looks names up case-insensitively and
-remembers the user's spelling, so an error names the option as it was written. Parsers take
+PySpark 4.3 hands a Python data source its option names lower-cased (``read``,
+``readStream``, ``write`` and ``writeStream`` alike); other callers (tests, the driver-side
+helpers) may keep the user's case. :class:`OptionView` looks names up case-insensitively
+and remembers the spelling it was given, so an error names the option as closely as it can
+(through Spark, in lower case). Parsers take
 the view and the option's canonical name; none of them does I/O or imports pyspark.
 """
 

@@ -96,6 +96,14 @@ class Verdict:
     input_aborted: int = 0
     output: int = 0
     output_in_log: int = 0  # read_uncommitted: aborted attempts included
+    #: Counts by anomaly kind (all 0 when the output is exactly once).
+    lost: int = 0
+    duplicated: int = 0
+    aborted_visible: int = 0
+    unknown: int = 0
+    mismatched: int = 0
+    reordered: int = 0
+    lingering: int = 0  # output partitions whose LSO is below the high watermark
     anomalies: list[str] = field(default_factory=list)
 
     @property
@@ -127,6 +135,8 @@ def check(bootstrap: str, input_topic: str, output_topic: str) -> Verdict:
     twice = {i for i, n in counts.items() if n > 1}
     leaked = aborted & counts.keys()
     unknown = counts.keys() - source.keys() - aborted
+    verdict.lost, verdict.duplicated = len(missing), len(twice)
+    verdict.aborted_visible, verdict.unknown = len(leaked), len(unknown)
     for name, ids in (
         ("committed input records missing from the output", missing),
         ("input records more than once in the output", twice),
@@ -143,6 +153,7 @@ def check(bootstrap: str, input_topic: str, output_topic: str) -> Verdict:
             r.key != src.key or r.value["src"] != f"{input_topic}/{src.partition}/{src.offset}"
         ):
             wrong.append(r.value["id"])
+    verdict.mismatched = len(wrong)
     if wrong:
         verdict.anomalies.append(f"output records with another key or source: {_some(wrong)}")
 
@@ -158,12 +169,14 @@ def check(bootstrap: str, input_topic: str, output_topic: str) -> Verdict:
         if previous is not None and src.offset <= previous:
             reordered[r.partition].append(r.value["id"])
         last[(r.partition, r.key)] = src.offset
+    verdict.reordered = sum(len(ids) for ids in reordered.values())
     for partition, ids in reordered.items():
         verdict.anomalies.append(f"output partition {partition}: key order broken at {_some(ids)}")
 
     stable = high_watermarks(bootstrap, output_topic, "read_committed")
     high = high_watermarks(bootstrap, output_topic, "read_uncommitted")
     pinned = {p: (stable[p], high[p]) for p in high if stable.get(p) != high[p]}
+    verdict.lingering = len(pinned)
     if pinned:
         verdict.anomalies.append(f"output transactions left open (LSO, high watermark): {pinned}")
     return verdict

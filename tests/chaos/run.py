@@ -267,12 +267,25 @@ class StallError(Exception):
     pass
 
 
+#: The anomaly counts of a verdict, as the report names them.
+COUNTS = (
+    "lost",
+    "duplicated",
+    "aborted_visible",
+    "unknown",
+    "mismatched",
+    "reordered",
+    "lingering",
+)
+
+
 def _summary(verdict: Verdict, feed: ChaosFeed) -> dict[str, Any]:
     return {
         "input_committed": verdict.input_committed,
         "input_aborted": verdict.input_aborted,
         "output": verdict.output,
         "output_in_log": verdict.output_in_log,
+        **{name: getattr(verdict, name) for name in COUNTS},
         "feed_transactions": feed.committed_txns + feed.aborted_txns,
         "feed_failed_calls": feed.failed_calls,
     }
@@ -308,7 +321,7 @@ def write_report(results: list[SeedResult], directory: Path, duration_s: float) 
         "# Chaos report",
         "",
         f"Command: `make chaos SEEDS={len(results)} DURATION={duration_s:g}` "
-        f"(seeds {', '.join(str(r.seed) for r in results)})",
+        f"(seeds {', '.join(str(r.seed) for r in results)}), {time.strftime('%Y-%m-%d')}",
         "",
         f"* runs: {len(results)}, with anomalies: **{len(bad)}**",
         f"* faults injected: {sum(kinds.values())} "
@@ -318,6 +331,10 @@ def write_report(results: list[SeedResult], directory: Path, duration_s: float) 
         f"* input records committed: {total('input_committed'):,}, aborted: "
         f"{total('input_aborted'):,}; output records: {total('output'):,} "
         f"({total('output_in_log'):,} in the log, aborted attempts included)",
+        "* " + ", ".join(f"{name.replace('_', '-')}: **{total(name)}**" for name in COUNTS),
+        f"* seeds that could not be judged (liveness, harness): "
+        f"{sum(1 for r in results if not r.verdict)}",
+        f"* wall time: {sum(r.seconds for r in results) / 60:.1f} min",
         "",
         "| seed | brokers | faults | runs | batches | committed in | out | anomalies | s |",
         "|---:|---:|---|---:|---:|---:|---:|---|---:|",

@@ -56,6 +56,9 @@ def test_checker_reports_each_anomaly(kafka: KafkaTarget) -> None:
     assert "output partition 0: key order broken at 0, 2" in text
     assert "output transactions left open" in text
     assert (verdict.input_committed, verdict.input_aborted) == (5, 2)
+    counts = (verdict.lost, verdict.duplicated, verdict.aborted_visible, verdict.unknown)
+    assert counts == (2, 1, 1, 1)
+    assert (verdict.reordered, verdict.lingering, verdict.mismatched) == (2, 1, 0)
 
 
 def test_plans_are_reproducible() -> None:
@@ -75,3 +78,14 @@ def test_one_seed_exactly_once(tmp_path: Path) -> None:
     assert result.verdict["input_committed"] > 0
     assert result.verdict["input_aborted"] > 0
     assert result.verdict["output"] == result.verdict["input_committed"]
+
+
+def test_report_counts_every_anomaly_kind(tmp_path: Path) -> None:
+    clean = run.SeedResult(1, schedule.draw(1, 30).to_dict(), verdict=dict.fromkeys(run.COUNTS, 0))
+    bad = run.SeedResult(2, schedule.draw(2, 30).to_dict(), verdict={"duplicated": 3})
+    bad.anomalies.append("input records more than once in the output: 3 (1, 2, 3)")
+    text = run.write_report([clean, bad], tmp_path, 30).read_text()
+    assert "runs: 2, with anomalies: **1**" in text
+    assert "lost: **0**, duplicated: **3**, aborted-visible: **0**" in text
+    assert "## Seed 2" in text and "make chaos SEED=2 DURATION=30" in text
+    assert json.loads((tmp_path / "report.json").read_text())[1]["verdict"] == {"duplicated": 3}

@@ -291,7 +291,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-split", action="store_true", help="skip the EndTxn round by hand (lookups apart)"
     )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw commit() time against the task count"
+    )
     return parser.parse_args(argv)
+
+
+def plot(results: dict[int, dict[str, list[float]]], path: str) -> None:
+    """commit() wall time (median and range) against tasks, log-log, with a linear line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = sorted(results)
+    ms = [[s * 1000 for s in results[n]["commit"]] for n in counts]
+    medians = [statistics.median(m) for m in ms]
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ax.errorbar(
+        counts,
+        medians,
+        yerr=[
+            [md - min(m) for md, m in zip(medians, ms, strict=True)],
+            [max(m) - md for md, m in zip(medians, ms, strict=True)],
+        ],
+        fmt="o-",
+        capsize=3,
+        label="driver commit(), median and range",
+    )
+    ax.plot(
+        counts,
+        [medians[0] * n / counts[0] for n in counts],
+        "--",
+        color="grey",
+        label="linear growth from the first point",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("prepared transactions (Spark tasks) in the batch")
+    ax.set_ylabel("ms")
+    ax.set_title("kafka_txn writer: driver commit() time")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         raise RuntimeError(f"{got} committed records in {topic}, expected {expected}")
     sys.stdout.write(f"read_committed count: {got} records, as expected\n\n")
     sys.stdout.write(report(results, split, args))
+    if args.plot:
+        plot(results, args.plot)
+        sys.stdout.write(f"plot written to {args.plot}\n")
     return 0
 
 

@@ -18,17 +18,13 @@ import json
 import os
 import signal
 import sys
-import threading
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.taskcontext import TaskContext
 
-from pyspark_kafka_txn.demo.protocol import emit
+from pyspark_kafka_txn.demo.protocol import listen, serve
 
 VALUE_SCHEMA = "id LONG, fault STRING"
 
@@ -80,21 +76,6 @@ def pipeline(source: DataFrame, repartition: int) -> DataFrame:
     )
 
 
-class _Progress(StreamingQueryListener):
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
-        emit("started", query=str(event.id))
-
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's API
-        p = event.progress
-        emit("progress", batch=p.batchId, rows=p.numInputRows, durations=dict(p.durationMs))
-
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's API
-        emit("idle")
-
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's API
-        pass
-
-
 def main(settings: ChaosJobSettings) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
@@ -106,7 +87,7 @@ def main(settings: ChaosJobSettings) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark.streams.addListener(_Progress())
+    listen(spark)
     source = (
         spark.readStream.format("kafka_txn")
         .option("kafka.bootstrap.servers", settings.bootstrap)
@@ -125,31 +106,7 @@ def main(settings: ChaosJobSettings) -> int:
     for key, value in settings.extra:
         writer = writer.option(key, value)
     query = writer.trigger(processingTime=settings.trigger).start()
-    drain = threading.Event()
-
-    def commands() -> None:
-        for line in sys.stdin:
-            if line.strip() == "drain":
-                drain.set()
-                return
-
-    threading.Thread(target=commands, daemon=True).start()
-    while not drain.wait(0.2) and query.isActive:
-        pass
-    error: StreamingQueryException | None
-    try:
-        if query.isActive:
-            query.processAllAvailable()
-            query.stop()
-        error = query.exception()
-    except StreamingQueryException as exc:
-        error = exc
-    if error is not None:
-        emit("failed", error=str(error)[:3000])
-        return 1
-    emit("drained")
-    spark.stop()
-    return 0
+    return serve(spark, query)
 
 
 if __name__ == "__main__":

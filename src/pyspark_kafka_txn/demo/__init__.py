@@ -160,7 +160,7 @@ def _pump(story: _Story, job: JobProcess, done: Callable[[], bool], what: str) -
                 _header()
         elif kind == "drained":
             story.drained = True
-        else:  # failed, exited
+        elif kind != "idle":  # failed, exited
             raise JobFailedError(f"the Spark job ended while waiting for {what}:\n{job.tail()}")
 
 

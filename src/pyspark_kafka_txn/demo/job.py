@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pyspark_kafka_txn.demo.protocol import JobSettings, emit
+from pyspark_kafka_txn.demo.protocol import JobSettings, listen, serve
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -85,35 +84,10 @@ def invoices(orders: DataFrame, marker_dir: str) -> DataFrame:
     )
 
 
-def _listen(spark: SparkSession) -> None:
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
-    class Progress(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
-            emit("started", query=str(event.id), run=str(event.runId))
-
-        def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's API
-            p = event.progress
-            emit(
-                "progress",
-                batch=p.batchId,
-                rows=p.numInputRows,
-                durations={k: int(v) for k, v in p.durationMs.items()},
-            )
-
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's API
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's API
-            pass
-
-    spark.streams.addListener(Progress())
-
-
 def run(settings: JobSettings) -> int:
     """Run the query until ``drain`` arrives on stdin; return the exit code."""
     spark = _spark()
-    _listen(spark)
+    listen(spark)
     source = (
         spark.readStream.format("kafka_txn")
         .option("kafka.bootstrap.servers", settings.bootstrap)
@@ -131,33 +105,7 @@ def run(settings: JobSettings) -> int:
         .trigger(processingTime=settings.trigger)
         .start()
     )
-    drain = threading.Event()
-
-    def commands() -> None:
-        for line in sys.stdin:
-            if line.strip() == "drain":
-                drain.set()
-                return
-
-    threading.Thread(target=commands, name="demo-commands", daemon=True).start()
-    while not drain.wait(0.2) and query.isActive:
-        pass
-    from pyspark.errors import StreamingQueryException
-
-    error: StreamingQueryException | None
-    try:
-        if query.isActive:
-            query.processAllAvailable()
-            query.stop()
-        error = query.exception()
-    except StreamingQueryException as exc:  # the query failed while draining
-        error = exc
-    if error is not None:
-        emit("failed", error=str(error)[:2000])
-        return 1
-    emit("drained")
-    spark.stop()
-    return 0
+    return serve(spark, query)
 
 
 if __name__ == "__main__":

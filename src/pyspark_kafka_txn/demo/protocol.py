@@ -1,4 +1,8 @@
-"""What the demo and its Spark job say to each other: the job's settings and its events."""
+"""What the demo and its Spark job say to each other: the job's settings and its events.
+
+The job side (:func:`listen`, :func:`serve`) imports pyspark lazily: the demo's own
+process, which only reads the events, never loads it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,11 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 #: Prefix of every event line on the job's stdout (anything else there is Spark's).
 EVENT = '{"event"'
@@ -45,3 +53,64 @@ def emit(event: str, **fields: Any) -> None:
     with _emit_lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+def listen(spark: SparkSession) -> None:
+    """Emit ``started``, ``progress`` and ``idle`` events for the session's queries."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class Progress(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            emit("started", query=str(event.id), run=str(event.runId))
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            p = event.progress
+            emit(
+                "progress",
+                batch=p.batchId,
+                rows=p.numInputRows,
+                durations={k: int(v) for k, v in p.durationMs.items()},
+            )
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            emit("idle")
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            pass
+
+    spark.streams.addListener(Progress())
+
+
+def serve(spark: SparkSession, query: StreamingQuery) -> int:
+    """Run ``query`` until ``drain`` arrives on stdin or it fails; return the exit code.
+
+    On ``drain`` it processes what is available and stops (``drained``); a failure,
+    before or while draining, is reported as ``failed`` with the error.
+    """
+    from pyspark.errors import StreamingQueryException
+
+    drain = threading.Event()
+
+    def commands() -> None:
+        for line in sys.stdin:
+            if line.strip() == "drain":
+                drain.set()
+                return
+
+    threading.Thread(target=commands, name="job-commands", daemon=True).start()
+    while not drain.wait(0.2) and query.isActive:
+        pass
+    error: StreamingQueryException | None
+    try:
+        if query.isActive:
+            query.processAllAvailable()
+            query.stop()
+        error = query.exception()
+    except StreamingQueryException as exc:  # the query failed while draining
+        error = exc
+    if error is not None:
+        emit("failed", error=str(error)[:3000])
+        return 1
+    emit("drained")
+    spark.stop()
+    return 0

@@ -10,6 +10,7 @@ The broker runs either as a separate process (``python -m pyspark_kafka_txn brok
 (``EmbeddedKafka``, as tests and notebooks use it), or both, one after the other::
 
     .venv/bin/python bench/broker_throughput.py --records 200000 --size 1024 --broker both
+    .venv/bin/python bench/broker_throughput.py --repeat 3 --plot broker-throughput.png
 
 This is a benchmark, not a test: it asserts only that every record comes back.
 """
@@ -34,11 +35,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import FAST_CONSUMER_SETTINGS, broker_process
+from _plot import FIGSIZE, pyplot, save
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _START_TIMEOUT_S = 60.0
 # Receives the one record that makes an idempotent producer fetch its id off the clock.
 PRIME_TOPIC = "bench-prime"
+#: The goal for producing and for fetching 1 KiB records (bench/README.md).
+TARGET_MB_S = 100.0
 
 # Settings a user who cares about throughput would pick; printed with the results.
 PRODUCER_SETTINGS: dict[str, Any] = {
@@ -66,6 +70,7 @@ class Options:
     repeat: int
     bootstrap: str | None
     broker_pid: int | None
+    plot: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +349,50 @@ def _table(phases: list[Phase]) -> str:
     return "\n".join(out) + "\n"
 
 
+def best_runs(phases: list[Phase]) -> list[Phase]:
+    """The fastest run of each (broker, phase), in the order they first ran."""
+    best: dict[tuple[str, str], Phase] = {}
+    for phase in phases:
+        key = (phase.broker_mode, phase.name)
+        if key not in best or phase.seconds < best[key].seconds:
+            best[key] = phase
+    return list(best.values())
+
+
+def plot(phases: list[Phase], opts: Options, path: str) -> None:
+    """Grouped bars: MB/s of each phase, one bar per broker mode, and the target line."""
+    plt = pyplot()
+    names = list(dict.fromkeys(p.name for p in phases))
+    modes = list(dict.fromkeys(p.broker_mode for p in phases))
+    rates = {(p.broker_mode, p.name): p.mb_per_s for p in phases}
+    width = 0.8 / len(modes)
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    for i, mode in enumerate(modes):
+        shift = (i - (len(modes) - 1) / 2) * width
+        bars = ax.bar(
+            [n + shift for n in range(len(names))],
+            [rates.get((mode, name), 0.0) for name in names],
+            width,
+            label=f"broker {mode}",
+        )
+        ax.bar_label(bars, fmt="%.0f", padding=2, fontsize=8)
+    ax.axhline(TARGET_MB_S, ls="--", color="grey", label=f"target: {TARGET_MB_S:.0f} MB/s")
+    ax.set_xticks(range(len(names)), [n.replace(" ", "\n", 1) for n in names])
+    ax.set_xlabel("phase (fetch: read back by a read_committed consumer)")
+    ax.set_ylabel("MB/s (10$^6$ bytes of record values / s)")
+    ax.set_ylim(0, max(TARGET_MB_S, *rates.values()) * 1.35)  # room for the legend
+    best = f", best of {opts.repeat} runs" if opts.repeat > 1 else ""
+    ax.set_title(f"Embedded broker throughput seen by confluent-kafka{best}")
+    ax.legend(
+        loc="upper center",
+        ncol=len(modes) + 1,
+        fontsize=9,
+        title=f"{opts.records:,} records of {opts.size} B, {opts.partitions} partitions",
+        title_fontsize=9,
+    )
+    save(fig, path)
+
+
 def parse_args(argv: list[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per variant")
@@ -365,6 +414,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument(
         "--broker-pid", type=int, default=None, help="with --bootstrap: process to read CPU of"
     )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw MB/s per phase (the best run of each)"
+    )
     args = parser.parse_args(argv)
     return Options(
         records=args.records,
@@ -375,6 +427,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         repeat=args.repeat,
         bootstrap=args.bootstrap,
         broker_pid=args.broker_pid,
+        plot=args.plot,
     )
 
 
@@ -415,13 +468,11 @@ def main(argv: list[str] | None = None) -> int:
     write(f"consumer: {CONSUMER_SETTINGS}\n\n")
     write(_table(phases))
     if opts.repeat > 1:
-        best: dict[tuple[str, str], Phase] = {}
-        for phase in phases:
-            key = (phase.broker_mode, phase.name)
-            if key not in best or phase.seconds < best[key].seconds:
-                best[key] = phase
         write(f"\nbest of {opts.repeat} runs:\n")
-        write(_table(list(best.values())))
+        write(_table(best_runs(phases)))
+    if opts.plot:
+        plot(best_runs(phases), opts, opts.plot)
+        write(f"plot written to {opts.plot}\n")
     return 0
 
 

@@ -19,6 +19,7 @@ separate process, so it does not share a GIL with the readers):
 Example::
 
     .venv/bin/python bench/reader_throughput.py --records 1000000 --size 100 --partitions 4
+    .venv/bin/python bench/reader_throughput.py --plot reader-throughput.png
 
 This is a benchmark, not a test: it only checks that every record was read.
 """
@@ -41,6 +42,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from _common import FAST_CONSUMER_SETTINGS, broker_process
+from _plot import FIGSIZE, pyplot, save
 
 _START_TIMEOUT_S = 60.0
 
@@ -70,6 +72,7 @@ class Options:
     txn_records: int
     spark_runs: int
     skip_spark: bool
+    plot: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +401,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--txn-records", type=int, default=50_000, help="records per txn")
     parser.add_argument("--spark-runs", type=int, default=2, help="queries on one session")
     parser.add_argument("--skip-spark", action="store_true", help="raw and reader only")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw records/s of every phase, with its ratio to raw"
+    )
     args = parser.parse_args(argv)
     return Options(
         records=args.records,
@@ -408,6 +414,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         txn_records=args.txn_records,
         spark_runs=args.spark_runs,
         skip_spark=args.skip_spark,
+        plot=args.plot,
     )
 
 
@@ -423,6 +430,56 @@ def _table(results: list[Result], baseline: float) -> str:
             f"{r.rate / baseline:>5.2f} | {r.note}"
         )
     return "\n".join(lines) + "\n"
+
+
+#: (legend label, colour) of each kind of phase, in the legend's order.
+_KINDS: dict[str, tuple[str, str]] = {
+    "raw": ("raw confluent-kafka", "tab:grey"),
+    "reader": ("kafka_txn reader, no Spark", "tab:blue"),
+    "query": ("Spark query, start to end", "tab:orange"),
+    "addBatch": ("Spark query, addBatch only", "navajowhite"),
+    "floor": ("Spark floor: rows from memory", "tab:green"),
+}
+
+
+def _kind(name: str) -> str:
+    """The kind of phase a result's name denotes (a key of ``_KINDS``)."""
+    if name.startswith(("raw", "reader")):
+        return name.split()[0]
+    return name.rsplit(" ", 1)[1] if name.endswith(("addBatch", "floor")) else "query"
+
+
+def plot(results: list[Result], baseline: float, opts: Options, path: str) -> None:
+    """Horizontal bars: records/s of every phase, labelled with its ratio to raw."""
+    plt = pyplot()
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import EngFormatter
+
+    height = max(FIGSIZE[1], 2.2 + 0.28 * len(results))
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], height), layout="constrained")
+    kinds = [_kind(r.name) for r in results]
+    rows = range(len(results))
+    bars = ax.barh(rows, [r.rate for r in results], color=[_KINDS[k][1] for k in kinds])
+    ratios = [f"{r.rate / baseline:.2f}\N{MULTIPLICATION SIGN}" for r in results]
+    ax.bar_label(bars, ratios, padding=3, fontsize=8)
+    ax.set_yticks(rows, [r.name for r in results], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(r.rate for r in results) * 1.12)
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.set_xlabel("records/s (bar labels: ratio to the faster raw run)")
+    ax.set_title("kafka_txn reader against raw confluent-kafka consumers")
+    shown = list(dict.fromkeys(k for k in _KINDS if k in kinds))
+    fig.legend(
+        [Patch(color=_KINDS[k][1]) for k in shown],
+        [_KINDS[k][0] for k in shown],
+        loc="outside lower center",
+        ncol=3,
+        fontsize=8,
+        title=f"{opts.records:,} records of {opts.size} B, {opts.partitions} partitions, "
+        f"{opts.processes} processes / local[{opts.processes}]",
+        title_fontsize=8,
+    )
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
             + summary([f.seconds / q.seconds for q, f in zip(queries, floors, strict=True)])
             + "\n"
         )
+    if opts.plot:
+        plot(results, raw, opts, opts.plot)
+        sys.stdout.write(f"plot written to {opts.plot}\n")
     return 0
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import pyarrow as pa
 
 from _common import broker_process
+from _plot import FIGSIZE, pyplot, save
 from _verify import committed_count
 from pyspark_kafka_txn.client.metadata import TRANSACTION, ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
@@ -299,15 +300,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def plot(results: dict[int, dict[str, list[float]]], path: str) -> None:
     """commit() wall time (median and range) against tasks, log-log, with a linear line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     counts = sorted(results)
     ms = [[s * 1000 for s in results[n]["commit"]] for n in counts]
     medians = [statistics.median(m) for m in ms]
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.errorbar(
         counts,
         medians,
@@ -332,9 +329,7 @@ def plot(results: dict[int, dict[str, list[float]]], path: str) -> None:
     ax.set_ylabel("ms")
     ax.set_title("kafka_txn writer: driver commit() time")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ rounds::
 
     .venv/bin/python bench/writer_overhead.py
     .venv/bin/python bench/writer_overhead.py --records 1000000 --repeat 7 --partitions 4
+    .venv/bin/python bench/writer_overhead.py --plot writer-overhead.png
 
 This is a benchmark, not a test: after every run that writes to Kafka it checks only that
 a read_committed consumer finds exactly ``--records`` records in the sink topic.
@@ -59,6 +60,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import FAST_CONSUMER_SETTINGS, broker_process
+from _plot import FIGSIZE, pyplot, save
 from _verify import committed_count
 from pyspark_kafka_txn.options import parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
@@ -512,12 +514,17 @@ def _overhead(rounds_: list[dict[str, Run]], suffix: str, measure: str, what: st
     )
 
 
-def summary(runs: list[Run]) -> str:
-    """Exactly-once overhead per round (median), and ratios to the confluent-kafka loop."""
+def _by_round(runs: list[Run]) -> list[dict[str, Run]]:
+    """The runs of each round, by name."""
     by_round: dict[int, dict[str, Run]] = {}
     for r in runs:
         by_round.setdefault(r.round, {})[r.name] = r
-    rounds_ = list(by_round.values())
+    return list(by_round.values())
+
+
+def summary(runs: list[Run]) -> str:
+    """Exactly-once overhead per round (median), and ratios to the confluent-kafka loop."""
+    rounds_ = _by_round(runs)
     present = rounds_[0]
     lines = ["goal: exactly-once overhead <= +3%"]
     for measure, what in (
@@ -555,6 +562,106 @@ def summary(runs: list[Run]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Colour of each run in the plot; its order is the plot's.
+_COLOURS: dict[str, str] = {
+    EXACTLY_ONCE: "tab:blue",
+    AT_LEAST_ONCE: "tab:orange",
+    NULL: "tab:green",
+    NOOP: "tab:olive",
+    CONFLUENT: "tab:red",
+    EXACTLY_ONCE + NO_SPARK: "tab:blue",
+    AT_LEAST_ONCE + NO_SPARK: "tab:orange",
+}
+#: Tick labels short enough for seven runs side by side.
+_TICKS = {
+    EXACTLY_ONCE: "exactly\nonce",
+    AT_LEAST_ONCE: "at least\nonce",
+    NULL: "null\nPython sink",
+    NOOP: "noop\nsink",
+    CONFLUENT: "confluent-\nkafka loop",
+}
+
+
+def plot(runs: list[Run], args: argparse.Namespace, path: str) -> None:
+    """Records/s of every run: a point per round, a bar at the median, ratio labels.
+
+    The ratio is the one ``summary`` prints: the median over the rounds of the run's
+    records/s over the confluent-kafka loop's (at_least_once's if the loop was skipped).
+    The runs without Spark, an order of magnitude faster, get a panel of their own.
+    """
+    plt = pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import EngFormatter
+
+    rounds_ = _by_round(runs)
+    names = [n for n in _COLOURS if n in rounds_[0]]
+    baseline = CONFLUENT if CONFLUENT in rounds_[0] else AT_LEAST_ONCE
+    panels = [[n for n in names if not n.endswith(NO_SPARK)]]
+    if len(panels[0]) < len(names):
+        panels.append([n for n in names if n.endswith(NO_SPARK)])
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=FIGSIZE,
+        layout="constrained",
+        squeeze=False,
+        width_ratios=[len(p) + 0.5 for p in panels],
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        for i, name in enumerate(panel):
+            rates = [rs[name].rate for rs in rounds_]
+            ax.bar(i, _median(rates), 0.7, color=_COLOURS[name], alpha=0.4)
+            spread = (
+                [0.0]
+                if len(rates) == 1
+                else [-0.2 + 0.4 * k / (len(rates) - 1) for k in range(len(rates))]
+            )
+            ax.plot([i + d for d in spread], rates, "o", ms=3.5, color="black")
+            ratio = _median([rs[name].rate / rs[baseline].rate for rs in rounds_])
+            ax.annotate(
+                f"{ratio:.2f}\N{MULTIPLICATION SIGN}",
+                (i, max(rates)),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+        ax.set_xticks(
+            range(len(panel)),
+            [_TICKS[n.removesuffix(NO_SPARK)] for n in panel],
+            fontsize=8,
+        )
+        ax.set_xlim(-0.6, len(panel) - 0.4)
+        ax.set_ylim(0, max(rs[n].rate for rs in rounds_ for n in panel) * 1.15)
+        ax.yaxis.set_major_formatter(EngFormatter())
+    loop = "; the confluent-kafka loop" if CONFLUENT in names else ""
+    axes[0][0].set_title(f"Spark queries on local[{args.processes}]{loop}", fontsize=9)
+    axes[0][0].set_ylabel("records/s, start to end")
+    if len(panels) > 1:
+        axes[0][1].set_title("writer code alone,\nno Spark", fontsize=9)
+    overhead = _median(
+        [_costs(rs[EXACTLY_ONCE], "wall") / _costs(rs[AT_LEAST_ONCE], "wall") - 1 for rs in rounds_]
+    )
+    fig.suptitle(
+        f"kafka_txn writer, Kafka \N{RIGHTWARDS ARROW} Kafka: exactly-once overhead "
+        f"{overhead:+.1%} (median, wall)",
+        fontsize=11,
+    )
+    fig.legend(
+        [Line2D([], [], ls="", marker="o", ms=3.5, color="black"), Patch(color="grey", alpha=0.4)],
+        ["one round", f"median of {len(rounds_)} round{'s' if len(rounds_) > 1 else ''}"],
+        loc="outside lower center",
+        ncol=2,
+        fontsize=8,
+        title=f"{args.records:,} records of {args.size} B, {args.batch_records:,} per "
+        f"micro-batch / transaction, {args.partitions} partitions\n"
+        f"labels: records/s over {baseline}'s (median of the rounds)",
+        title_fontsize=8,
+    )
+    save(fig, path)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -582,6 +689,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-no-spark", action="store_true", help="no runs of the writer's code without Spark"
     )
     parser.add_argument("--skip-confluent", action="store_true", help="no confluent-kafka loop")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw records/s of every run per round, and medians"
+    )
     return parser.parse_args(argv)
 
 
@@ -661,6 +771,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sys.stdout.write(_table(runs))
     sys.stdout.write("\n" + summary(runs))
+    if args.plot:
+        plot(runs, args, args.plot)
+        sys.stdout.write(f"plot written to {args.plot}\n")
     return 0
 
 

@@ -138,6 +138,24 @@ def test_transaction_survives_coordinator_errors(
     _expect(first + second, topic, 2, bs)
 
 
+def test_rule_aimed_at_one_transactional_id_prefix(embedded: EmbeddedKafka) -> None:
+    """A rule with ``transactional_id_prefix`` fires only on that application's requests."""
+    topic = f"fault-{uuid.uuid4().hex[:8]}"
+    embedded.create_topic(topic, 1)
+    bs = embedded.bootstrap_servers
+    aimed, other = f"aim-{uuid.uuid4().hex[:8]}-", f"other-{uuid.uuid4().hex[:8]}-"
+    bystander = txn_producer(bs, f"{other}0")
+    target = txn_producer(bs, f"{aimed}0")
+    rule = embedded.fail_requests(
+        "EndTxn", "coordinator_load_in_progress", count=2, transactional_id_prefix=aimed
+    )
+    passed = _txn_round(bystander, topic, "other", 3, 1)
+    assert rule.hits == 0  # the bystander's EndTxn went through untouched
+    hit = _txn_round(target, topic, "aimed", 3, 1)
+    assert rule.hits == 2  # the target's EndTxn was refused twice, then retried to success
+    _expect(passed + hit, topic, 1, bs)
+
+
 def test_txn_offset_commit_retried_after_coordinator_errors(embedded: EmbeddedKafka) -> None:
     topic = f"fault-{uuid.uuid4().hex[:8]}"
     embedded.create_topic(topic, 1)

@@ -1,7 +1,8 @@
 """Fault injection rules for chaos tests.
 
-A rule matches requests by API key (and optionally broker node) and does one thing to
-the next ``count`` matching requests:
+A rule matches requests by API key (and optionally broker node, and the prefix of the
+request's ``transactional_id``, so a test can aim at one application among several) and
+does one thing to the next ``count`` matching requests:
 
 * ``error``: answer with ``error`` without executing the request (the API needs an
   error response builder, ``ApiSpec.error_response``, see
@@ -23,6 +24,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 
@@ -48,6 +50,17 @@ class FaultRule:
     delay_s: float = 0.0
     remaining: int = 1
     hits: int = 0
+    #: Only requests whose ``transactional_id`` starts with this (``None``: any request).
+    transactional_id_prefix: str | None = None
+
+    def matches(self, api_key: int, node: int, body: Any) -> bool:
+        """Whether this rule applies to a request ``body`` of ``api_key`` on ``node``."""
+        if self.api_key not in (None, api_key) or self.node not in (None, node):
+            return False
+        if self.transactional_id_prefix is None:
+            return True
+        tid = getattr(body, "transactional_id", None)
+        return isinstance(tid, str) and tid.startswith(self.transactional_id_prefix)
 
 
 class Faults:
@@ -68,13 +81,13 @@ class Faults:
             self._rules.append(rule)
         return rule
 
-    def take(self, api_key: int, node: int) -> FaultRule | None:
+    def take(self, api_key: int, node: int, body: Any) -> FaultRule | None:
         """Consume one use of the first rule matching this request, if any."""
         if not self._rules:
             return None
         with self._lock:
             for rule in self._rules:
-                if rule.api_key not in (None, api_key) or rule.node not in (None, node):
+                if not rule.matches(api_key, node, body):
                     continue
                 rule.remaining -= 1
                 rule.hits += 1

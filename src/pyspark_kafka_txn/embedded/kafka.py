@@ -234,11 +234,14 @@ class EmbeddedKafka:
         count: int = 1,
         node: int | None = None,
         after: bool = False,
+        transactional_id_prefix: str | None = None,
     ) -> FaultRule:
         """Answer the next ``count`` requests of ``api`` with ``error``.
 
         With ``after=False`` the request is not executed; with ``after=True`` it is
-        executed and only its answer carries the error (a lost acknowledgement).
+        executed and only its answer carries the error (a lost acknowledgement). With
+        ``transactional_id_prefix`` only requests whose ``transactional_id`` starts with
+        it match (one application's transactions among several).
 
         Raises
         ------
@@ -254,7 +257,14 @@ class EmbeddedKafka:
             )
         action = FaultAction.ERROR_AFTER if after else FaultAction.ERROR
         return self.cluster.faults.add(
-            FaultRule(action, key, node=node, error=_error_code(error), remaining=count)
+            FaultRule(
+                action,
+                key,
+                node=node,
+                error=_error_code(error),
+                remaining=count,
+                transactional_id_prefix=transactional_id_prefix,
+            )
         )
 
     def delay_requests(

@@ -211,7 +211,7 @@ class BrokerServer:
         except ProtocolDecodeError as exc:
             logger.warning("closing connection: %s", exc)
             raise _CloseConnectionError from exc
-        fault = self.cluster.faults.take(api_key, self.node_id)
+        fault = self.cluster.faults.take(api_key, self.node_id, request.body)
         ctx = Context(
             self.cluster, self.node_id, api_key, version, request.client_id, self.apis, session
         )

@@ -5,15 +5,23 @@
 1. handles = the recorded handles of a decision for ``B`` (a replay) updated with the
    fresh and pending handles of the messages;
 2. the decision ``(B, handles)`` is recorded durably (unless the same one already is)
-   **before** the first EndTxn;
+   **before** the first EndTxn; a new decision is refused (nothing committed, the batch
+   fails and is rewritten on restart) when a fresh transaction is past its
+   ``commit_by_ms``: so close to its timeout that the broker could abort it before its
+   EndTxn, leaving the batch committed in part;
 3. EndTxn(commit) for every handle, pipelined per coordinator; EndTxn is idempotent, so
    handles a crashed earlier ``commit()`` already ended commit again without harm; then
    it waits until their markers are written (no transaction of the batch still in
    PrepareCommit), so that when ``commit()`` returns the whole batch is visible;
 4. a handle that cannot be committed (fenced, timed out) fails the commit loudly with
-   :class:`CommitFailedError` naming the partitions: the decision stands, and after the
-   restart those partitions find neither a committed marker nor an open transaction and
-   write again.
+   :class:`CommitFailedError` naming the partitions. If *no* transaction of the batch
+   committed or can still commit (typically: EndTxn held up until the broker aborted them
+   all at ``transaction.timeout.ms``), nothing of the batch is visible, so the decision is
+   withdrawn and the replay writes the whole batch again, however Spark distributes its
+   rows. Otherwise the decision stands, and after the restart the lost partitions find
+   neither a committed marker nor an open transaction and write again (exactly once only
+   if the replay puts the same rows in those Spark partitions: use KIP-939 two-phase
+   commit, where prepared transactions never expire, to rule this case out).
 
 Then the transactions still open under the prefix are listed once:
 
@@ -33,11 +41,18 @@ import logging
 import time
 from collections.abc import Sequence
 
+from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
-from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision, write_decision
+from pyspark_kafka_txn.writer.decision import (
+    Decision,
+    Handle,
+    read_decision,
+    withdraw_decision,
+    write_decision,
+)
 from pyspark_kafka_txn.writer.ids import partition_of, query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     COMPLETING_STATES,
@@ -47,7 +62,7 @@ from pyspark_kafka_txn.writer.lingering import (
     find_open_transactions,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage
-from pyspark_kafka_txn.writer.task import connect
+from pyspark_kafka_txn.writer.task import OPEN_STATES, connect, read_marker
 
 __all__ = ["abort_batch", "abort_lingering", "commit_batch"]
 
@@ -102,20 +117,38 @@ def _commit(
     """Decide and commit; return the batch's handles by Spark partition."""
     prefix = options.transactional_id_prefix
     recorded = read_decision(cluster, prefix, query_id, batch=batch)
-    same_batch = recorded is not None and recorded.batch == batch
+    same_batch = recorded is not None and recorded.stands_for(batch)
     handles: dict[int, Handle] = dict(recorded.handles) if recorded and same_batch else {}
     for m in present:
         if m.kind in (FRESH, PENDING) and m.handle is not None:
             handles[m.partition] = m.handle
     if not handles:
         return handles
+    if same_batch and recorded is not None and recorded.handles:
+        lost = dict(recorded.handles)
+        if _none_committed(cluster, prefix, query_id, batch, lost):
+            # A replay of a decided batch whose transactions the broker all aborted since
+            # (the driver died inside commit(), then they timed out): the tasks wrote only
+            # the recorded partitions, which is not the batch if rows moved. Undecide it.
+            withdraw_decision(cluster, prefix, query_id, recorded)
+            raise CommitFailedError(
+                f"Batch {batch} of query {query_id}: the transactions of its recorded commit "
+                f"decision (Spark partitions {sorted(lost)}) were all aborted by the broker "
+                "before any committed (older than kafka.transaction.timeout.ms), so nothing "
+                "of the batch is visible. The decision was withdrawn: restart the query "
+                "from its checkpoint and the whole batch is written again."
+            )
+    if not same_batch:
+        _check_in_time(query_id, batch, present)
+    decision = recorded
     if not same_batch or recorded is None or dict(recorded.handles) != handles:
         anchor = next((m.anchor for m in present if m.anchor is not None), None)
         if anchor is None and recorded is not None:
             anchor = recorded.anchor
         if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
             raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
-        write_decision(cluster, prefix, query_id, batch, handles, anchor, recorded)
+        decision = write_decision(cluster, prefix, query_id, batch, handles, anchor, recorded)
+    assert decision is not None
     results = end_transactions(
         cluster, [h.prepared(prefix, query_id) for h in handles.values()], commit=True
     )
@@ -127,6 +160,15 @@ def _commit(
     }  # fmt: skip
     if failed:
         detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
+        if _none_committed(cluster, prefix, query_id, batch, handles):
+            withdraw_decision(cluster, prefix, query_id, decision)
+            raise CommitFailedError(
+                f"Batch {batch} of query {query_id}: no transaction of the batch could be "
+                f"committed ({detail}); the broker ended them (a transaction older than "
+                "kafka.transaction.timeout.ms is aborted), so nothing of the batch is "
+                "visible. The commit decision was withdrawn: restart the query from its "
+                "checkpoint and the whole batch is written again."
+            )
         raise CommitFailedError(
             f"Batch {batch} of query {query_id}: the transactions of Spark partitions "
             f"{sorted(failed)} could not be committed ({detail}). The commit decision is "
@@ -134,6 +176,54 @@ def _commit(
             "written again and committed with the rest; nothing becomes visible twice."
         )
     return handles
+
+
+def _check_in_time(query_id: str, batch: int, present: list[TaskMessage]) -> None:
+    """Refuse to decide on transactions the broker may abort before their EndTxn."""
+    now_ms = int(time.time() * 1000)
+    late = sorted(
+        m.partition
+        for m in present
+        if m.kind == FRESH and m.commit_by_ms is not None and now_ms > m.commit_by_ms
+    )
+    if late:
+        raise CommitFailedError(
+            f"Batch {batch} of query {query_id}: the transactions of Spark partitions "
+            f"{late} were opened too long ago to be committed safely: the broker aborts a "
+            "transaction at kafka.transaction.timeout.ms, and one aborted after others "
+            "committed would leave the batch committed in part. Nothing was committed: "
+            "restart the query from its checkpoint and the batch is written again. Set "
+            "kafka.transaction.timeout.ms well above the time a micro-batch takes (or use "
+            "KIP-939 two-phase commit, kafka.transaction.two.phase.commit.enable)."
+        )
+
+
+def _none_committed(
+    cluster: ClusterClient, prefix: str, query_id: str, batch: int, handles: dict[int, Handle]
+) -> bool:
+    """Whether no transaction of ``handles`` committed ``batch`` or can still commit it.
+
+    A handle can still commit while its own transaction (same producer id and epoch) is
+    open, and may be committing while its id is in PrepareCommit (with transactions v2 the
+    epoch is already bumped then); it has committed when its id's last *committed* batch
+    marker says ``batch`` (read without RequireStable: a replay's new transaction under
+    the id may hold a pending marker).
+    """
+    tids = {p: transactional_id(prefix, query_id, p) for p in handles}
+    described = describe_transactions(cluster, list(tids.values()))
+    for partition, handle in handles.items():
+        txn = described.get(tids[partition])
+        if txn is not None and txn.state == "PrepareCommit":
+            return False
+        if (
+            txn is not None
+            and txn.state in OPEN_STATES
+            and (txn.producer_id, txn.producer_epoch) == (handle.producer_id, handle.producer_epoch)
+        ):
+            return False
+        if read_marker(cluster, tids[partition], stable=False) == batch:
+            return False
+    return True
 
 
 def _markers_landed(
@@ -209,7 +299,7 @@ def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch
     prefix = options.transactional_id_prefix
     with connect(options) as cluster:
         decision = read_decision(cluster, prefix, query_id, batch=batch)
-        if decision is not None and decision.batch == batch:
+        if decision is not None and decision.stands_for(batch):
             log.warning(
                 "batch %d of %s was decided before the failure: not aborted; the restart "
                 "rolls the decision forward",

@@ -11,8 +11,12 @@ by default), so the handle list is cut into chunks of at most :data:`CHUNK_CHARS
 metadata of ``{prefix}{Q}-decision-{slot}-{k}``; the header (batch, chunk count, checksum,
 slot, time) is written to ``{prefix}{Q}-decision`` **last**. Two slots alternate, so a
 crash while a new decision's chunks are written leaves the previous header pointing at
-intact chunks. Every entry is committed for an existing partition of an output topic (the
-*anchor*), as Kafka requires; the offset is the batch id.
+intact chunks. A decision none of whose transactions can commit any more (the broker
+aborted them all, e.g. at their timeout, before a single EndTxn got through) is
+*withdrawn* by a newer header for the same batch: the batch is then undecided again and
+its replay writes it afresh, however Spark distributes the rows. Every entry is committed
+for an existing partition of an output topic (the *anchor*), as Kafka requires; the
+offset is the batch id.
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from pyspark_kafka_txn.client.producer import PreparedTransaction
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.writer.ids import decision_group, transactional_id
 
-__all__ = ["CHUNK_CHARS", "Decision", "Handle", "read_decision", "write_decision"]
+__all__ = [
+    "CHUNK_CHARS",
+    "Decision",
+    "Handle",
+    "read_decision",
+    "withdraw_decision",
+    "write_decision",
+]
 
 CHUNK_CHARS = 4000
 _FORMAT = 1
@@ -56,13 +67,19 @@ class Handle:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """A recorded decision to commit ``handles`` as batch ``batch``."""
+    """A recorded decision to commit ``handles`` as batch ``batch`` (or its withdrawal)."""
 
     batch: int
     handles: Mapping[int, Handle]
     slot: int
     anchor: tuple[str, int]
     time_ms: int
+    #: The decision was withdrawn: nothing of ``batch`` was committed, it is undecided.
+    withdrawn: bool = False
+
+    def stands_for(self, batch: int) -> bool:
+        """Whether this is a standing decision to commit ``batch``."""
+        return self.batch == batch and not self.withdrawn
 
 
 def _encode(handles: Mapping[int, Handle]) -> str:
@@ -119,6 +136,8 @@ def read_decision(
         return None
     (decided, time_ms), header, anchor = best
     slot = int(header["s"])
+    if header.get("x"):
+        return Decision(decided, {}, slot, anchor, time_ms, withdrawn=True)
     if batch is not None and decided != batch:
         return Decision(decided, {}, slot, anchor, time_ms)
     parts = []
@@ -171,3 +190,25 @@ def write_decision(
     )  # fmt: skip
     commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
     return Decision(batch, dict(handles), slot, anchor, now)
+
+
+def withdraw_decision(
+    cluster: ClusterClient, prefix: str, query_id: str, decision: Decision
+) -> Decision:
+    """Record durably that ``decision`` no longer stands: its batch is undecided again.
+
+    Only for a decision none of whose transactions committed or can still commit (the
+    caller checks): a newer header for the same batch, without handles.
+    """
+    now = int(time.time() * 1000)
+    if decision.time_ms >= now:
+        now = decision.time_ms + 1
+    header = json.dumps(
+        {"f": _FORMAT, "b": decision.batch, "n": 0, "s": decision.slot, "t": now,
+         "c": zlib.crc32(b""), "x": 1},
+        separators=(",", ":"),
+    )  # fmt: skip
+    commit_offsets(
+        cluster, decision_group(prefix, query_id), {decision.anchor: (decision.batch, header)}
+    )
+    return Decision(decision.batch, {}, decision.slot, decision.anchor, now, withdrawn=True)

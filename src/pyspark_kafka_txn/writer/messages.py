@@ -40,6 +40,10 @@ class TaskMessage(WriterCommitMessage):
         Rows written by this attempt.
     anchor
         An output partition the task wrote to (where the decision can be recorded).
+    commit_by_ms
+        Wall-clock time (ms since the epoch) after which the driver must not decide to
+        commit this fresh transaction: it may be aborted at its ``transaction.timeout.ms``
+        before its EndTxn arrives. ``None`` with KIP-939 two-phase commit (no timeout).
     """
 
     query_id: str
@@ -49,3 +53,4 @@ class TaskMessage(WriterCommitMessage):
     handle: Handle | None = None
     rows: int = 0
     anchor: tuple[str, int] | None = None
+    commit_by_ms: int | None = None

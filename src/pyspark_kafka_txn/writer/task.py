@@ -12,13 +12,15 @@ For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.
 3. InitProducerId (fences every older attempt and aborts what it left open), produce the
    rows, add the batch marker (a transactional offset commit of ``B`` to the group named
    like the transactional id), flush, leave the transaction open: message *fresh* with
-   the handle. Any error aborts the own transaction before it is re-raised.
+   the handle and, without two-phase commit, the time by which the driver must decide
+   (:func:`commit_by`). Any error aborts the own transaction before it is re-raised.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -67,9 +69,28 @@ def connect(options: WriterOptions) -> ClusterClient:
     )
 
 
-def read_marker(cluster: ClusterClient, tid: str) -> int | None:
-    """The last batch whose marker committed under ``tid`` (None when none)."""
-    entries = fetch_offsets(cluster, tid, None, require_stable=True)
+def expiry_margin_ms(timeout_ms: int) -> int:
+    """How long before its timeout a transaction is too old to be decided: a fifth of it
+    (at least a second), time for the decision record and the EndTxns to arrive."""
+    return max(1000, timeout_ms // 5)
+
+
+def commit_by(opened_ms: int, timeout_ms: int) -> int:
+    """The last moment (ms since the epoch) to decide a transaction opened at ``opened_ms``.
+
+    ``opened_ms`` is read before InitProducerId, so it is no later than the broker's start
+    of the transaction (its first AddPartitionsToTxn), from which the timeout counts.
+    """
+    return opened_ms + timeout_ms - expiry_margin_ms(timeout_ms)
+
+
+def read_marker(cluster: ClusterClient, tid: str, *, stable: bool = True) -> int | None:
+    """The last batch whose marker committed under ``tid`` (None when none).
+
+    With ``stable`` (RequireStable) a pending marker of an open transaction is waited for;
+    without, the last committed one is returned at once.
+    """
+    entries = fetch_offsets(cluster, tid, None, require_stable=stable)
     batches = [c.offset for c in entries.values() if c.offset >= 0]
     return max(batches) if batches else None
 
@@ -93,6 +114,7 @@ def write_task(
             replay = _replayed(cluster, options, who, tid)
             if replay is not None:
                 return replay
+        opened_ms = int(time.time() * 1000)
         producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
         producer.init_transactions()
         producer.begin_transaction()
@@ -115,7 +137,14 @@ def write_task(
     )
     log.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
     return TaskMessage(
-        who.query_id, who.batch, who.partition, FRESH, handle=handle, rows=rows, anchor=anchor
+        who.query_id,
+        who.batch,
+        who.partition,
+        FRESH,
+        handle=handle,
+        rows=rows,
+        anchor=anchor,
+        commit_by_ms=None if producer.two_phase_commit else commit_by(opened_ms, timeout_ms),
     )
 
 
@@ -125,7 +154,7 @@ def _replayed(
     """The message of a partition the driver already decided on, or None to write."""
     prefix = options.transactional_id_prefix
     decision = read_decision(cluster, prefix, who.query_id, batch=who.batch)
-    if decision is None or decision.batch != who.batch:
+    if decision is None or not decision.stands_for(who.batch):
         return None
     recorded = decision.handles.get(who.partition)
     if recorded is None:

@@ -6,6 +6,12 @@ pipelining clients. Unsupported API keys or versions close the connection, as Ka
 ``SocketServer`` does, except ApiVersions, which gets the KIP-511 v0 fallback. A TLS
 handshake that fails (e.g. a missing or untrusted client certificate) is answered with
 OpenSSL's alert before the connection closes, as Kafka's ``SslTransportLayer`` does.
+
+The accept loop is the server's own rather than ``loop.create_server``'s: every accepted
+socket is tracked from the moment ``accept`` returns it, and every transport from the
+moment it exists, so stopping the broker closes all of them — also connections accepted
+an instant before, whose transport asyncio had not built yet (``create_server`` leaves
+those to the garbage collector when the loop stops, as "unclosed transport" warnings).
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import socket
 import ssl
 import struct
 from asyncio import sslproto
+from collections.abc import Callable
 from typing import Any, cast
 
 from pyspark_kafka_txn.embedded.cluster import Cluster
@@ -42,6 +50,8 @@ _PRE_AUTH_APIS = frozenset({18, 17, 36})
 _MAX_UNAUTHENTICATED_FRAME = 524_288
 MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes
 _STREAM_LIMIT = 16 * 1024 * 1024
+_ACCEPT_BATCH = 128  # connections accepted per readiness event (asyncio's backlog default)
+_ACCEPT_PAUSE_S = 1.0  # after a failed accept (out of file descriptors)
 
 
 class _CloseConnectionError(Exception):
@@ -100,8 +110,12 @@ class BrokerServer:
         self.cluster = cluster
         self.node_id = node_id
         self.apis = apis
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
+        self._listener: socket.socket | None = None
+        #: Accepted sockets whose transport is being built.
+        self._accepted: set[socket.socket] = set()
+        #: Every connection's transport, until it closes.
+        self._transports: set[asyncio.Transport] = set()
+        self._adopting: set[asyncio.Task[None]] = set()
         self._authenticator = Authenticator(cluster.config.security)
 
     async def start(self, host: str, port: int) -> int:
@@ -119,32 +133,93 @@ class BrokerServer:
             no_waiter = cast("asyncio.Future[Any]", None)  # server side: nobody awaits it
             return _TlsListenerProtocol(loop, stream, context, no_waiter, server_side=True)
 
-        self._server = await loop.create_server(connection, host, port, reuse_address=True)
-        bound = int(self._server.sockets[0].getsockname()[1])
+        family, _, _, _, address = (
+            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        )[0]
+        listener = socket.create_server(address, family=family, backlog=128)
+        listener.setblocking(False)
+        self._listener = listener
+        self._listen(listener, connection)
+        bound = int(listener.getsockname()[1])
         self.cluster.addresses[self.node_id] = (host, bound)
         self.cluster.running.add(self.node_id)
         logger.info("broker %d listening on %s:%d", self.node_id, host, bound)
         return bound
 
+    def _on_readable(
+        self, listener: socket.socket, protocol: Callable[[], asyncio.BaseProtocol]
+    ) -> None:
+        """Accept what is pending; each socket is tracked before anything else happens."""
+        loop = asyncio.get_running_loop()
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. EMFILE: pause a moment, as asyncio's server does
+                logger.warning("broker %d: accept failed: %s", self.node_id, exc)
+                loop.remove_reader(listener.fileno())
+                loop.call_later(_ACCEPT_PAUSE_S, self._listen, listener, protocol)
+                return
+            sock.setblocking(False)
+            self._accepted.add(sock)
+            task = loop.create_task(self._adopt(sock, protocol))
+            self._adopting.add(task)
+            task.add_done_callback(self._adopting.discard)
+
+    def _listen(
+        self, listener: socket.socket, protocol: Callable[[], asyncio.BaseProtocol]
+    ) -> None:
+        if self._listener is listener:  # not stopped meanwhile
+            asyncio.get_running_loop().add_reader(
+                listener.fileno(), self._on_readable, listener, protocol
+            )
+
+    async def _adopt(
+        self, sock: socket.socket, protocol: Callable[[], asyncio.BaseProtocol]
+    ) -> None:
+        """Build the connection's transport; on failure or cancellation close the socket."""
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _ = await loop.connect_accepted_socket(protocol, sock=sock)
+        except asyncio.CancelledError:
+            sock.close()
+            raise
+        except OSError:
+            sock.close()
+            return
+        finally:
+            self._accepted.discard(sock)
+        # Forget the connections that have ended since the last one came.
+        self._transports = {t for t in self._transports if not t.is_closing()}
+        if not transport.is_closing():
+            self._transports.add(transport)
+
     async def stop(self) -> None:
         self.cluster.running.discard(self.node_id)
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            asyncio.get_running_loop().remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
+        for task in list(self._adopting):
+            task.cancel()
+        await asyncio.gather(*self._adopting, return_exceptions=True)
+        for sock in list(self._accepted):
+            sock.close()
+        self._accepted.clear()
         self.drop_connections()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        await asyncio.sleep(0)  # the aborted transports' connection_lost callbacks run
         self.cluster.notifier.fire()
 
     def drop_connections(self) -> int:
-        count = len(self._connections)
-        for writer in list(self._connections):
-            writer.transport.abort()
-        self._connections.clear()
-        return count
+        """Abort every open connection; return how many there were."""
+        transports = [t for t in self._transports if not t.is_closing()]
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
+        return len(transports)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._connections.add(writer)
         session = Session(self._authenticator)
         try:
             while True:
@@ -172,7 +247,6 @@ class BrokerServer:
             # cancelled connection task as an error).
             pass
         finally:
-            self._connections.discard(writer)
             writer.transport.abort()
 
     @staticmethod

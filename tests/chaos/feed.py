@@ -1,11 +1,13 @@
 """The chaos pipeline's input: independent transactional producers (confluent-kafka).
 
-The feed writes ``{"id": n, "fault": ...}`` records keyed ``k{n % keys}`` in transactions
-of random size; a seeded share of them is aborted. It survives the faults the harness
-injects the bluntest way an application can: after any failed call it makes a new producer
-under the same transactional id, whose InitProducerId fences the old one and aborts its
-open transaction (a commit whose outcome is unknown may have gone through: the checker
-does not care, it reads the input topic itself).
+The feed's producers (one to three, each on a thread of its own, under transactional ids of
+their own) write ``{"id": n, "fault": ...}`` records keyed ``k{n % keys}`` in transactions
+of random size; a seeded share of them is aborted. :meth:`ChaosFeed.stall` adds a
+transaction left open past its timeout, which the broker must abort. The feed survives
+the faults the harness injects the bluntest way an application can: after any failed call
+a producer is replaced by a new one under the same transactional id, whose InitProducerId
+fences the old one and aborts its open transaction (a commit whose outcome is unknown may
+have gone through: the checker does not care, it reads the input topic itself).
 """
 
 from __future__ import annotations
@@ -29,78 +31,110 @@ class ChaosFeed:
     bootstrap: str
     topic: str
     seed: int
+    producers: int = 1  # independent producers, each on a thread of its own
     keys: int = 16
     abort_share: float = 0.25
-    pause_s: float = 0.15
+    pause_s: float = 0.15  # between two transactions of one producer
     committed_txns: int = 0
     aborted_txns: int = 0
     failed_calls: int = 0
+    #: Abandoned transactions (``stall``) the broker aborted at their timeout / that a
+    #: late commit still got through (the broker's timeout sweep had not run yet).
+    timed_out_txns: int = 0
+    late_commits: int = 0
     error: BaseException | None = None
     _faults: list[str] = field(default_factory=list)  # pending record faults, FIFO
     _next: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def transactional_id(self, index: int) -> str:
+        return f"chaos-feed-{self.seed}-{index}"
+
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="chaos-feed", daemon=True)
-        self._thread.start()
+        for index in range(self.producers):
+            self._spawn(self._run, f"chaos-feed-{index}", index)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(CALL_TIMEOUT_S * 3)
+        for thread in self._threads:
+            thread.join(CALL_TIMEOUT_S * 3)
 
     def flag(self, fault: str) -> None:
         """Give the next committed transaction's first record ``fault`` (exception/kill)."""
         with self._lock:
             self._faults.append(fault)
 
-    def _producer(self) -> Any:
+    def stall(self, records: int, timeout_ms: int, sweep_ms: int) -> None:
+        """Write ``records`` in a transaction that is then left open past its timeout.
+
+        On a thread of its own: a producer with ``transaction.timeout.ms = timeout_ms``
+        flushes its records into the log, waits until the broker's timeout sweep (every
+        ``sweep_ms``) must have aborted the transaction, then tries to commit anyway.
+        """
+        name = f"chaos-feed-{self.seed}-stalled-{len(self._threads)}"
+        self._spawn(self._abandon, name, name, records, timeout_ms, sweep_ms)
+
+    def _spawn(self, target: Any, name: str, *args: Any) -> None:
+        thread = threading.Thread(target=self._guard, args=(target, *args), name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _guard(self, target: Any, *args: Any) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # reported by the harness
+            log.exception("chaos feed failed")
+            self.error = exc
+
+    def _producer(self, transactional_id: str, timeout_ms: int = 60_000) -> Any:
         producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
-                "transactional.id": f"chaos-feed-{self.seed}",
+                "transactional.id": transactional_id,
                 "linger.ms": 5,
-                "transaction.timeout.ms": 60_000,
+                "transaction.timeout.ms": timeout_ms,
             }
         )
         producer.init_transactions(CALL_TIMEOUT_S)
         return producer
 
-    def _run(self) -> None:
-        rng = random.Random(self.seed)
+    def _ids(self, count: int) -> range:
+        with self._lock:
+            first = self._next
+            self._next += count
+        return range(first, first + count)
+
+    def _run(self, index: int) -> None:
+        rng = random.Random(f"{self.seed}-{index}")
         producer = None
         try:
             while not self._stop.is_set():
                 if producer is None:
-                    producer = self._producer()
+                    producer = self._producer(self.transactional_id(index))
                 abort = rng.random() < self.abort_share
                 count = rng.randint(1, 120)
                 try:
-                    self._transaction(producer, rng, count, abort)
+                    self._transaction(producer, count, abort)
                 except KafkaException as exc:
-                    self.failed_calls += 1
+                    with self._lock:
+                        self.failed_calls += 1
                     err: KafkaError = exc.args[0]
-                    log.info("feed: %s; starting a new producer", err)
+                    log.info("feed %d: %s; starting a new producer", index, err)
                     producer = None
                 self._stop.wait(self.pause_s)
-        except BaseException as exc:  # reported by the harness
-            log.exception("chaos feed failed")
-            self.error = exc
         finally:
             if producer is not None:
                 producer.flush(CALL_TIMEOUT_S)
 
-    def _transaction(self, producer: Any, rng: random.Random, count: int, abort: bool) -> None:
+    def _transaction(self, producer: Any, count: int, abort: bool) -> None:
         producer.begin_transaction()
         fault = None
         if not abort:
             with self._lock:
                 fault = self._faults.pop(0) if self._faults else None
-        for i in range(count):
-            n = self._next
-            self._next += 1
+        for i, n in enumerate(self._ids(count)):
             value = {"id": n, "fault": fault if i == 0 else None}
             producer.produce(self.topic, json.dumps(value).encode(), f"k{n % self.keys}".encode())
             producer.poll(0)
@@ -109,7 +143,8 @@ class ChaosFeed:
             if producer.flush(CALL_TIMEOUT_S):
                 raise RuntimeError("the feed could not deliver an aborted transaction's records")
             producer.abort_transaction(CALL_TIMEOUT_S)
-            self.aborted_txns += 1
+            with self._lock:
+                self.aborted_txns += 1
         else:
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
@@ -118,4 +153,32 @@ class ChaosFeed:
                     with self._lock:
                         self._faults.insert(0, fault)  # try again with a later transaction
                 raise
-            self.committed_txns += 1
+            with self._lock:
+                self.committed_txns += 1
+
+    def _abandon(self, transactional_id: str, records: int, timeout_ms: int, sweep_ms: int) -> None:
+        producer = self._producer(transactional_id, timeout_ms)
+        try:
+            producer.begin_transaction()
+            for n in self._ids(records):
+                value = {"id": n, "fault": None}
+                producer.produce(
+                    self.topic, json.dumps(value).encode(), f"k{n % self.keys}".encode()
+                )
+            if producer.flush(CALL_TIMEOUT_S):
+                raise RuntimeError("the feed could not deliver a stalled transaction's records")
+            # The producer hangs (a GC pause, a stuck thread) past its timeout.
+            self._stop.wait((timeout_ms + 2 * sweep_ms) / 1000)
+            try:
+                producer.commit_transaction(CALL_TIMEOUT_S)
+            except KafkaException as exc:
+                log.info("feed: stalled transaction not committed: %s", exc.args[0])
+                with self._lock:
+                    self.timed_out_txns += 1
+            else:
+                with self._lock:
+                    self.late_commits += 1
+        except KafkaException as exc:  # a fault hit the setup: nothing was committed
+            log.info("feed: stalled transaction failed early: %s", exc.args[0])
+            with self._lock:
+                self.failed_calls += 1

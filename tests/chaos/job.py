@@ -14,7 +14,9 @@ makes the first attempt of its task raise (``exception``) or kill its Python wor
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import logging
 import os
 import signal
 import sys
@@ -78,6 +80,10 @@ def pipeline(source: DataFrame, repartition: int) -> DataFrame:
 
 def main(settings: ChaosJobSettings) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # The driver's commit()/abort() log goes to the run's log; SIGUSR1 dumps its stacks.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     spark = (
         SparkSession.builder.master("local[2,4]")
         .appName("kafka_txn chaos")

@@ -44,6 +44,8 @@ STALL_S = 240.0
 RUNNING_WAIT_S = 120.0
 #: Waiting for a fault's trigger (a held-back request being hit) at most this long.
 ARM_S = 60.0
+#: The embedded cluster's transaction timeout sweep (Kafka's default is 10 s).
+SWEEP_MS = 1000
 
 
 @dataclass(slots=True)
@@ -70,6 +72,7 @@ class Harness:
             brokers=plan.brokers,
             data_dir=work / "data",
             initial_producer_epoch=plan.initial_producer_epoch,
+            transaction_abort_interval_ms=SWEEP_MS,
         )
         self.result = SeedResult(plan.seed, plan.to_dict())
         self.job: JobProcess | None = None
@@ -89,12 +92,22 @@ class Harness:
             checkpoint=str(self.work / "checkpoint"),
             prefix=self.prefix,
             repartition=self.plan.repartitions[min(runs, len(self.plan.repartitions) - 1)],
+            extra=self._writer_options(),
         )
         self.result.runs += 1
         self.drained = False
         self.batches_this_run = 0
         self.job = JobProcess(settings, self.work / f"run{runs + 1}.log", module="tests.chaos.job")
         self.last_progress = time.monotonic()
+
+    def _writer_options(self) -> tuple[tuple[str, str], ...]:
+        timeout_ms = self.plan.writer_txn_timeout_ms
+        if timeout_ms is None:
+            return ()
+        return (
+            ("kafka.transaction.timeout.ms", str(timeout_ms)),
+            ("kafka.transaction.two.phase.commit.enable", "false"),
+        )
 
     def crash(self) -> None:
         """SIGKILL the query's whole process; a supervisor restarts it."""
@@ -146,7 +159,13 @@ class Harness:
             return {}
         if fault.kind in ("driver_kill_after_decision", "driver_kill_before_decision"):
             api = "EndTxn" if fault.kind == "driver_kill_after_decision" else "OffsetCommit"
-            rule = k.fail_requests(api, "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000_000)
+            # Aimed at the query's own requests: the feed's EndTxns must not trigger it.
+            rule = k.fail_requests(
+                api,
+                "COORDINATOR_LOAD_IN_PROGRESS",
+                count=1_000_000_000,
+                transactional_id_prefix=self.prefix if api == "EndTxn" else None,
+            )
             deadline = time.monotonic() + ARM_S
             while rule.hits == 0 and time.monotonic() < deadline:
                 self.pump(0.05)
@@ -156,6 +175,30 @@ class Harness:
             k.clear_faults()
             self.pump(0)
             return {"hits": hits, "open_output_partitions": open_partitions}
+        if fault.kind == "output_txn_timeout":
+            # EndTxn held back until the batch's transactions expire: the broker's sweep
+            # aborts them after the decision record; commit() must fail, the restart rewrite.
+            assert self.plan.writer_txn_timeout_ms is not None
+            rule = k.fail_requests(
+                "EndTxn",
+                "COORDINATOR_LOAD_IN_PROGRESS",
+                count=1_000_000_000,
+                transactional_id_prefix=self.prefix,
+            )
+            deadline = time.monotonic() + ARM_S
+            while rule.hits == 0 and time.monotonic() < deadline:
+                self.pump(0.05)
+            hits, held = rule.hits, self.pinned()
+            deadline = time.monotonic() + (self.plan.writer_txn_timeout_ms + 3 * SWEEP_MS) / 1000
+            while self.pinned() and time.monotonic() < deadline:
+                self.pump(0.2)
+            expired = bool(held) and not self.pinned()
+            k.clear_faults()
+            self.pump(0)
+            return {"hits": hits, "open_output_partitions": held, "expired": expired}
+        if fault.kind == "input_txn_timeout":
+            feed.stall(p["records"], p["timeout_ms"], SWEEP_MS)
+            return {}
         if fault.kind == "broker_restart":
             k.restart()
             return {}
@@ -185,7 +228,7 @@ class Harness:
                 ]
                 key = f"{self.prefix}{self.query}-{p['partition'] % spark_partitions}"
             else:
-                key = f"chaos-feed-{self.plan.seed}"
+                key = feed.transactional_id(p["partition"] % self.plan.input_producers)
             k.move_coordinator("transaction", key, p["node"])
             return {"transactional_id": key}
         raise ValueError(f"unknown fault kind {fault.kind}")
@@ -205,7 +248,12 @@ class Harness:
         with self.kafka:
             self.kafka.create_topic(INPUT, self.plan.input_partitions)
             self.kafka.create_topic(OUTPUT, self.plan.output_partitions)
-            feed = ChaosFeed(self.kafka.bootstrap_servers, INPUT, self.plan.seed)
+            feed = ChaosFeed(
+                self.kafka.bootstrap_servers,
+                INPUT,
+                self.plan.seed,
+                producers=self.plan.input_producers,
+            )
             self.start_job()
             try:
                 self._play(feed)
@@ -246,20 +294,25 @@ class Harness:
         feed.stop()
         self.kafka.clear_faults()
         for _ in range(3):  # drain; a query that fails meanwhile is restarted
-            assert self.job is not None
-            self.job.drain()
+            job = self.job
+            assert job is not None
+            job.drain()  # buffered in the pipe until the job reads its commands
             deadline = time.monotonic() + STALL_S
-            while not self.drained and self.job.running() and time.monotonic() < deadline:
+            # pump() restarts a job that failed: the new one must be asked to drain too.
+            while (
+                not self.drained
+                and self.job is job
+                and job.running()
+                and time.monotonic() < deadline
+            ):
                 self.pump(0.5)
             if self.drained:
-                self.job.wait(120)
+                job.wait(120)
                 return
             if time.monotonic() >= deadline:
                 raise StallError("the query did not drain")
-            if not self.job.running() and not self.drained:
+            if self.job is job:  # it exited without a word: restart it
                 self.start_job()
-                while not self.query:
-                    self.pump(0.5)
         raise StallError("the query failed three times while draining")
 
 
@@ -288,6 +341,8 @@ def _summary(verdict: Verdict, feed: ChaosFeed) -> dict[str, Any]:
         **{name: getattr(verdict, name) for name in COUNTS},
         "feed_transactions": feed.committed_txns + feed.aborted_txns,
         "feed_failed_calls": feed.failed_calls,
+        "feed_timed_out_txns": feed.timed_out_txns,
+        "feed_late_commits": feed.late_commits,
     }
 
 
@@ -332,17 +387,28 @@ def write_report(results: list[SeedResult], directory: Path, duration_s: float) 
         f"{total('input_aborted'):,}; output records: {total('output'):,} "
         f"({total('output_in_log'):,} in the log, aborted attempts included)",
         "* " + ", ".join(f"{name.replace('_', '-')}: **{total(name)}**" for name in COUNTS),
+        f"* input producers: {sum(r.plan.get('input_producers', 1) for r in results)} "
+        f"in all; stalled input transactions aborted at their timeout: "
+        f"{total('feed_timed_out_txns')} (committed before the sweep: "
+        f"{total('feed_late_commits')})",
+        f"* seeds whose writer transactions can expire (no two-phase commit): "
+        f"{sum(1 for r in results if r.plan.get('writer_txn_timeout_ms'))}; batches held in "
+        f"commit() until the broker aborted them: "
+        f"{sum(1 for r in results for a in r.applied if a.get('expired'))}",
         f"* seeds that could not be judged (liveness, harness): "
         f"{sum(1 for r in results if not r.verdict)}",
         f"* wall time: {sum(r.seconds for r in results) / 60:.1f} min",
         "",
-        "| seed | brokers | faults | runs | batches | committed in | out | anomalies | s |",
-        "|---:|---:|---|---:|---:|---:|---:|---|---:|",
+        "| seed | brokers | producers | 2PC | faults | runs | batches | committed in | out "
+        "| anomalies | s |",
+        "|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
         faults = ", ".join(a["kind"] for a in r.applied)
         lines.append(
-            f"| {r.seed} | {r.plan['brokers']} | {faults} | {r.runs} | {r.batches} | "
+            f"| {r.seed} | {r.plan['brokers']} | {r.plan.get('input_producers', 1)} | "
+            f"{'no' if r.plan.get('writer_txn_timeout_ms') else 'yes'} | {faults} | "
+            f"{r.runs} | {r.batches} | "
             f"{r.verdict.get('input_committed', '-')} | {r.verdict.get('output', '-')} | "
             f"{'; '.join(r.anomalies + r.harness_errors) or 'none'} | {r.seconds} |"
         )

@@ -24,8 +24,14 @@ KINDS: dict[str, int] = {
     "delays": 2,  # requests held back
     "leader_move": 2,  # (3 brokers) a partition's leadership moves
     "coordinator_move": 2,  # (3 brokers) a transaction coordinator moves
+    "input_txn_timeout": 2,  # an input producer stalls until the broker aborts its transaction
+    "output_txn_timeout": 4,  # EndTxn held back until the writer's transactions time out
 }
 MULTI_BROKER_ONLY = {"leader_move", "coordinator_move"}
+#: Kinds that need the writer's transactions to expire (no KIP-939 two-phase commit).
+TIMEOUT_ONLY = {"output_txn_timeout"}
+#: The writer's ``kafka.transaction.timeout.ms`` in plans drawn with expiring transactions.
+WRITER_TXN_TIMEOUT_MS = 10_000
 
 RETRIABLE = [
     ("Produce", "NOT_LEADER_OR_FOLLOWER"),
@@ -63,6 +69,11 @@ class Plan:
     #: The embedded cluster's first producer epoch (near 32767: epochs cross exhaustion).
     initial_producer_epoch: int
     faults: tuple[Fault, ...]
+    #: Independent transactional producers writing the input at the same time.
+    input_producers: int = 1
+    #: The writer's transaction timeout with two-phase commit off (its transactions can
+    #: expire), or ``None``: KIP-939 two-phase commit, prepared transactions never expire.
+    writer_txn_timeout_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +82,12 @@ class Plan:
 def draw(seed: int, duration_s: float) -> Plan:
     rng = random.Random(seed)
     brokers = rng.choice([1, 3])
-    kinds = [k for k in KINDS if brokers > 1 or k not in MULTI_BROKER_ONLY]
+    expiring = rng.random() < 0.4
+    kinds = [
+        k
+        for k in KINDS
+        if (brokers > 1 or k not in MULTI_BROKER_ONLY) and (expiring or k not in TIMEOUT_ONLY)
+    ]
     weights = [KINDS[k] for k in kinds]
     # About one fault every 6 s, none in the last quarter (the query must catch up).
     count = max(2, round(duration_s / 6))
@@ -90,6 +106,8 @@ def draw(seed: int, duration_s: float) -> Plan:
         repartitions=tuple(rng.randint(2, 5) for _ in range(1 + count)),
         initial_producer_epoch=32_760 if rng.random() < 0.3 else 0,
         faults=tuple(faults),
+        input_producers=rng.randint(1, 3),
+        writer_txn_timeout_ms=WRITER_TXN_TIMEOUT_MS if expiring else None,
     )
 
 
@@ -119,4 +137,6 @@ def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
         }
     if kind == "driver_kill":
         return {"delay_s": round(rng.uniform(0.0, 1.5), 2)}
+    if kind == "input_txn_timeout":
+        return {"records": rng.randint(1, 60), "timeout_ms": rng.choice([1000, 2000, 4000])}
     return {}

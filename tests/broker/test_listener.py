@@ -107,3 +107,23 @@ def test_restarts_while_clients_connect_leave_no_socket_behind(
         assert counts[0] >= 50
         del kafka
     assert leaks == [], f"{len(leaks)} objects left to the garbage collector: {leaks[:5]}"
+
+
+def test_accepted_connections_have_nagle_disabled() -> None:
+    """Pipelined answers (e.g. a driver's EndTxns) are sent at once, not ~40 ms later."""
+    with EmbeddedKafka() as kafka:
+        host, port = kafka.bootstrap_servers.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(_FRAME)
+            (size,) = struct.unpack(">i", client.recv(4))
+            assert size > 0  # answered: the connection is being served
+
+            def nodelay() -> list[int]:
+                return [
+                    t.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    for server in kafka._servers.values()
+                    for t in server._transports
+                ]
+
+            flags = kafka.call(lambda _: nodelay())
+        assert flags and all(flags), flags

@@ -161,8 +161,12 @@ class BrokerServer:
                 loop.remove_reader(listener.fileno())
                 loop.call_later(_ACCEPT_PAUSE_S, self._listen, listener, protocol)
                 return
-            sock.setblocking(False)
             self._accepted.add(sock)
+            sock.setblocking(False)
+            # asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP, which an
+            # accepted socket of socket.create_server() (proto 0) is not: without it,
+            # Nagle's algorithm holds pipelined answers back by ~40 ms each.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._adopt(sock, protocol))
             self._adopting.add(task)
             task.add_done_callback(self._adopting.discard)

@@ -9,7 +9,6 @@ partitioned them differently (220 records lost before the fix).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -18,13 +17,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.broker.clients import txn_producer
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
 from tests.conftest import KafkaTarget
-
-#: The test session's Spark settings must not reach the harness's own Spark.
-SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
 
 
 def _value(n: int, src: str | None = None) -> bytes:
@@ -83,7 +80,7 @@ REGRESSION_SEED = 183
 @pytest.mark.slow
 def test_one_seed_exactly_once(tmp_path: Path) -> None:
     # As `make chaos` runs it: a process of its own (its Spark job is a child process).
-    env = {k: v for k, v in os.environ.items() if not k.startswith(SESSION_ENV)}
+    env = local_spark_env()
     command = ["-m", "tests.chaos.run", "--seed", str(REGRESSION_SEED), "--duration", "30"]
     done = subprocess.run(
         [sys.executable, *command, "--report", str(tmp_path)],

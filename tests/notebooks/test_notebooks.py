@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+
+from pyspark_kafka_txn.demo.child import local_spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -40,13 +41,9 @@ SUMMARY = {
     ),
 }
 
-#: Settings of the test session's own Spark that must not reach the notebooks (under
-#: KAFKA_TXN_SPARK=connect they would turn their local session into a Connect client).
-_SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
-
 
 def _notebook_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
+    env = local_spark_env()
     # Speed only: the driver JVM compiles with C1 alone. On 2 shared cores it halves the
     # CPU a short Spark run costs (mostly JIT compilation); the notebooks are unchanged.
     env["PYSPARK_SUBMIT_ARGS"] = (

@@ -54,6 +54,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
+from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import Row, reference_rows
@@ -63,8 +64,6 @@ from tests.spark.test_writer_crash import _kill_everything
 ROOT = Path(__file__).resolve().parents[2]
 HANG_S = 240.0  # hang detector of every wait here, never a timing assertion
 WORKER_HOSTS = ("127.0.0.1", "127.0.0.2")
-#: Settings of the test session's own Spark that must not reach the child processes.
-_SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
 
 
 def _prefix() -> str:
@@ -99,7 +98,6 @@ def _kill_first_attempt(marker: str, bootstrap: str, sink: str) -> Callable[[int
     once (see the test)."""
 
     def tag(value: int) -> str:
-        import os
         import signal
         import time
 
@@ -191,9 +189,7 @@ def test_killed_python_worker_is_retried_exactly_once(
 
 
 def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
-    env.update(PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
-    return env
+    return local_spark_env(PYTHONPATH=str(ROOT))
 
 
 def _spawn(log: Path, *command: str) -> subprocess.Popen[bytes]:

@@ -31,6 +31,7 @@ import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
+from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
@@ -45,14 +46,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.own_spark
 
 
-#: Settings of the test session's own Spark that must not reach the job (under
-#: KAFKA_TXN_SPARK=connect they would turn its local session into a Connect client).
-_SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
-
-
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
-    env.update(PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
+    env = local_spark_env(PYTHONPATH=str(ROOT))
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.spark.writer_job", *args],

@@ -21,6 +21,19 @@ from pyspark_kafka_txn.demo.protocol import EVENT
 _SESSION_ENV = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT", "PYSPARK_GATEWAY")
 
 
+def local_spark_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child process that starts a local Spark of its own.
+
+    Without the settings of a Spark session (under Spark Connect they would turn the
+    child's local session into a Connect client), with ``PYSPARK_PYTHON`` set to this
+    interpreter, and with ``extra`` on top.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
+    env["PYSPARK_PYTHON"] = sys.executable
+    env.update(extra)
+    return env
+
+
 _ERROR = re.compile(r"\b\w*(Error|Exception)\b")
 
 
@@ -45,8 +58,7 @@ class JobProcess:
     def __init__(
         self, settings: Any, log: Path, module: str = "pyspark_kafka_txn.demo.job"
     ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_SESSION_ENV)}
-        env["PYSPARK_PYTHON"] = sys.executable
+        env = local_spark_env()
         self.log = log
         self._log_file = log.open("w")
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()

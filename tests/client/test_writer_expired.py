@@ -34,7 +34,7 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import CommitFailedError
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
-from pyspark_kafka_txn.writer.decision import read_decision, write_decision
+from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import OPEN_STATES, TaskIdentity, connect, write_task
@@ -92,6 +92,17 @@ def _wait_expired(options: WriterOptions, query: str, partitions: int) -> None:
                 return
             assert time.monotonic() < deadline, f"transactions never timed out: {described}"
             time.sleep(0.1)
+
+
+def _decide(options: WriterOptions, query: str) -> dict[int, Handle]:
+    """Batch 0 written by two tasks and its decision recorded, as commit() begins."""
+    first = _run(options, query, 2)
+    handles = {m.partition: m.handle for m in first if m.handle is not None}
+    anchor = first[0].anchor
+    assert len(handles) == 2 and anchor is not None
+    with connect(options) as cluster:
+        write_decision(cluster, options.transactional_id_prefix, query, 0, handles, anchor, None)
+    return handles
 
 
 def _visible(kafka: EmbeddedKafka, topic: str, isolation: str = "read_committed") -> Counter[int]:
@@ -180,14 +191,7 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     topic = f"exp-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, 2)
     options, query = _options(kafka, topic), str(uuid.uuid4())
-    prefix = options.transactional_id_prefix
-
-    first = _run(options, query, 2)
-    handles = {m.partition: m.handle for m in first if m.handle is not None}
-    anchor = first[0].anchor
-    assert len(handles) == 2 and anchor is not None
-    with connect(options) as cluster:  # commit()'s first step, then the driver dies
-        write_decision(cluster, prefix, query, 0, handles, anchor, None)
+    _decide(options, query)  # commit()'s first step, then the driver dies
     _wait_expired(options, query, 2)
 
     replay = _run(options, query, 3)
@@ -212,12 +216,8 @@ def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKaf
     options, query = _options(kafka, topic), str(uuid.uuid4())
     prefix = options.transactional_id_prefix
 
-    first = _run(options, query, 2)
-    handles = {m.partition: m.handle for m in first if m.handle is not None}
-    anchor = first[0].anchor
-    assert len(handles) == 2 and anchor is not None
+    handles = _decide(options, query)
     with connect(options) as cluster:
-        write_decision(cluster, prefix, query, 0, handles, anchor, None)
         ended = end_transactions(cluster, [handles[0].prepared(prefix, query)], commit=True)
         assert not any(isinstance(r, Exception) for r in ended.values()), ended
     _wait_expired(options, query, 2)

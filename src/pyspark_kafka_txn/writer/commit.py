@@ -125,19 +125,15 @@ def _commit(
     if not handles:
         return handles
     if same_batch and recorded is not None and recorded.handles:
+        # A replay of a decided batch whose transactions the broker may all have aborted
+        # since (the driver died inside commit(), then they timed out): the tasks wrote
+        # only the recorded partitions, which is not the batch if rows moved.
         lost = dict(recorded.handles)
-        if _none_committed(cluster, prefix, query_id, batch, lost):
-            # A replay of a decided batch whose transactions the broker all aborted since
-            # (the driver died inside commit(), then they timed out): the tasks wrote only
-            # the recorded partitions, which is not the batch if rows moved. Undecide it.
-            withdraw_decision(cluster, prefix, query_id, recorded)
-            raise CommitFailedError(
-                f"Batch {batch} of query {query_id}: the transactions of its recorded commit "
-                f"decision (Spark partitions {sorted(lost)}) were all aborted by the broker "
-                "before any committed (older than kafka.transaction.timeout.ms), so nothing "
-                "of the batch is visible. The decision was withdrawn: restart the query "
-                "from its checkpoint and the whole batch is written again."
-            )
+        _withdraw_if_none_committed(
+            cluster, recorded, prefix, query_id, lost,
+            f"the transactions of its recorded commit decision (Spark partitions "
+            f"{sorted(lost)}) were all aborted by the broker before any committed",
+        )  # fmt: skip
     if not same_batch:
         _check_in_time(query_id, batch, present)
     decision = recorded
@@ -160,15 +156,10 @@ def _commit(
     }  # fmt: skip
     if failed:
         detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
-        if _none_committed(cluster, prefix, query_id, batch, handles):
-            withdraw_decision(cluster, prefix, query_id, decision)
-            raise CommitFailedError(
-                f"Batch {batch} of query {query_id}: no transaction of the batch could be "
-                f"committed ({detail}); the broker ended them (a transaction older than "
-                "kafka.transaction.timeout.ms is aborted), so nothing of the batch is "
-                "visible. The commit decision was withdrawn: restart the query from its "
-                "checkpoint and the whole batch is written again."
-            )
+        _withdraw_if_none_committed(
+            cluster, decision, prefix, query_id, handles,
+            f"no transaction of the batch could be committed ({detail}); the broker ended them",
+        )  # fmt: skip
         raise CommitFailedError(
             f"Batch {batch} of query {query_id}: the transactions of Spark partitions "
             f"{sorted(failed)} could not be committed ({detail}). The commit decision is "
@@ -196,6 +187,30 @@ def _check_in_time(query_id: str, batch: int, present: list[TaskMessage]) -> Non
             "kafka.transaction.timeout.ms well above the time a micro-batch takes (or use "
             "KIP-939 two-phase commit, kafka.transaction.two.phase.commit.enable)."
         )
+
+
+def _withdraw_if_none_committed(
+    cluster: ClusterClient,
+    decision: Decision,
+    prefix: str,
+    query_id: str,
+    handles: dict[int, Handle],
+    what: str,
+) -> None:
+    """Withdraw ``decision`` and fail if none of ``handles`` committed or still can.
+
+    Nothing of the batch is then visible, and the replay writes all of it again, however
+    Spark distributes its rows (see the module docstring).
+    """
+    if not _none_committed(cluster, prefix, query_id, decision.batch, handles):
+        return
+    withdraw_decision(cluster, prefix, query_id, decision)
+    raise CommitFailedError(
+        f"Batch {decision.batch} of query {query_id}: {what} (a transaction older than "
+        "kafka.transaction.timeout.ms is aborted), so nothing of the batch is visible. The "
+        "commit decision was withdrawn: restart the query from its checkpoint and the whole "
+        "batch is written again."
+    )
 
 
 def _none_committed(

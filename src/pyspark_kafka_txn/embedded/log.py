@@ -479,15 +479,31 @@ class PartitionLog:
         return -1, -1
 
     def max_timestamp_offset(self, isolation_level: int) -> tuple[int, int]:
-        """Offset and timestamp of the record with the largest timestamp (ListOffsets -3)."""
-        best = (-1, -1)
-        bound = self.bound(isolation_level)
-        for entry in self.entries:
-            if entry.is_control or entry.last_offset >= bound:
+        """The record with the largest timestamp (ListOffsets -3): ``(offset, ts)``.
+
+        As Kafka since KAFKA-16310: the record itself, not the last offset of its batch;
+        the first one on a tie; searched in the whole log, then returned only if below the
+        isolation level's bound (``(-1, -1)`` otherwise, or for an empty log). Control
+        batches do not count.
+        """
+        best_ts, best_index = -1, -1
+        for index, entry in enumerate(self.entries):
+            if entry.is_control or entry.last_offset < self.log_start_offset:
                 continue
-            if entry.max_timestamp > best[1]:
-                best = (entry.last_offset, entry.max_timestamp)
-        return best
+            if entry.max_timestamp > best_ts:
+                best_ts, best_index = entry.max_timestamp, index
+        if best_index < 0:
+            return -1, -1
+        batch = self._join(best_index, best_index + 1)
+        offsets = [
+            (off, ts)
+            for off, ts in record_timestamps(batch, read_header(batch, 0))
+            if off >= self.log_start_offset
+        ]
+        offset = next((off for off, ts in offsets if ts == best_ts), offsets[0][0])
+        if offset >= self.bound(isolation_level):
+            return -1, -1
+        return offset, best_ts
 
     def delete_records(self, offset: int) -> int:
         """Advance the log start offset (DeleteRecords); ``-1`` means the high watermark."""

@@ -1,0 +1,105 @@
+"""ListOffsets MAX_TIMESTAMP (-3, KIP-734) as Apache Kafka answers it since KAFKA-16310.
+
+The answer is the record with the largest timestamp — not the last offset of its batch —
+the first one on a tie, and nothing (-1) when that record is beyond what the isolation
+level may read. Asked through confluent-kafka's AdminClient (librdkafka) and through a raw
+ListOffsets v7 request.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
+
+from tests.broker.clients import raw_request, txn_producer
+from tests.conftest import KafkaTarget
+
+BASE_MS = 1_700_000_000_000
+
+
+def _produce_one_batch(bootstrap: str, topic: str, deltas: list[int]) -> None:
+    """One batch (a long linger, one flush) with the given timestamp offsets from BASE_MS."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "acks": "all"})
+    for n, delta in enumerate(deltas):
+        producer.produce(topic, value=b"%d" % n, partition=0, timestamp=BASE_MS + delta)
+    assert producer.flush(30) == 0
+
+
+def _admin_max(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
+    level = (
+        IsolationLevel.READ_COMMITTED
+        if isolation == "committed"
+        else (IsolationLevel.READ_UNCOMMITTED)
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.list_offsets(
+        {TopicPartition(topic, 0): OffsetSpec.max_timestamp()}, isolation_level=level
+    )
+    info = next(iter(futures.values())).result(30)
+    return info.offset, info.timestamp
+
+
+def _raw_max(bootstrap: str, topic: str, isolation: int) -> tuple[int, int]:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    answer = raw_request(
+        (host, int(port)),
+        2,
+        7,
+        list_offsets_v7.ListOffsetsRequest(
+            replica_id=list_offsets_v7.BrokerId(-1),
+            isolation_level=list_offsets_v7.i8(isolation),
+            topics=(
+                list_offsets_v7.ListOffsetsTopic(
+                    name=list_offsets_v7.TopicName(topic),
+                    partitions=(
+                        list_offsets_v7.ListOffsetsPartition(
+                            partition_index=list_offsets_v7.i32(0),
+                            current_leader_epoch=list_offsets_v7.i32(-1),
+                            timestamp=list_offsets_v7.i64(-3),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+    [partition] = answer.topics[0].partitions
+    assert partition.error_code == 0, partition
+    return int(partition.offset), int(partition.timestamp)
+
+
+def test_max_timestamp_is_the_record_not_the_batch_end(kafka: KafkaTarget) -> None:
+    topic = kafka.create_topic(partitions=1, prefix="maxts")
+    bs = kafka.bootstrap_servers
+    _produce_one_batch(bs, topic, [100, 400, 250, 400, 300])
+    expected = (1, BASE_MS + 400)  # offset 1: the first record with the largest timestamp
+    assert _admin_max(bs, topic, "uncommitted") == expected
+    assert _raw_max(bs, topic, 0) == expected
+    assert _raw_max(bs, topic, 1) == expected
+    # A later batch of older records changes nothing.
+    _produce_one_batch(bs, topic, [10, 20])
+    assert _admin_max(bs, topic, "committed") == expected
+
+
+def test_max_timestamp_beyond_the_lso_is_not_answered_to_read_committed(
+    kafka: KafkaTarget,
+) -> None:
+    topic = kafka.create_topic(partitions=1, prefix="maxts")
+    bs = kafka.bootstrap_servers
+    _produce_one_batch(bs, topic, [100, 200])
+    producer = txn_producer(bs, f"maxts-{uuid.uuid4().hex[:8]}")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0, timestamp=BASE_MS + 900)
+    assert producer.flush(30) == 0
+    try:
+        # read_uncommitted sees the open transaction's record; read_committed gets -1: the
+        # largest timestamp of the log is beyond its LSO (Kafka does not fall back).
+        assert _raw_max(bs, topic, 0) == (2, BASE_MS + 900)
+        assert _raw_max(bs, topic, 1) == (-1, -1)
+        assert _admin_max(bs, topic, "committed") == (-1, -1)
+    finally:
+        producer.abort_transaction(30)
+    # Aborted, its record still has the largest timestamp and is below the LSO now.
+    assert _raw_max(bs, topic, 1) == (2, BASE_MS + 900)

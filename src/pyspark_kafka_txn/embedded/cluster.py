@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.embedded.config import (
@@ -250,22 +250,13 @@ class Cluster:
         on recovery (leaders on nodes that no longer exist are placed afresh).
         """
         logs = []
-        log_append = config.get("message.timestamp.type") == "LogAppendTime"
         for p in range(partitions):
-            log = PartitionLog(name, p, log_append_time=log_append)
+            log = self._new_log(name, p, config)
             if self.storage is not None:
-                data = self.storage.read_partition(name, p)
-                if data:
-                    try:
-                        log.load(data)
-                    except RecordError as exc:
-                        logger.warning("truncating torn tail of %s-%d: %s", name, p, exc)
-                        self.storage.truncate_partition(name, p, log.size_bytes)
                 if log_starts:
                     log.log_start_offset = min(log_starts[p], log.log_end_offset)
                 if leader_epochs:
                     log.leader_epoch = max(log.leader_epoch, leader_epochs[p])
-                log._sink = self.storage.partition_sink(name, p)
             logs.append(log)
         n = len(self.node_ids)
         offset = len(self.topics)
@@ -302,6 +293,90 @@ class Cluster:
         topic = self._add_topic(name, uuid.uuid4(), count, config)
         self._save_meta()
         logger.info("created topic %s with %d partition(s)", name, count)
+        return topic
+
+    def _new_log(self, name: str, partition: int, config: Mapping[str, str]) -> PartitionLog:
+        """The log of one partition, loaded from storage when there is any."""
+        log_append = config.get("message.timestamp.type") == "LogAppendTime"
+        log = PartitionLog(name, partition, log_append_time=log_append)
+        if self.storage is not None:
+            data = self.storage.read_partition(name, partition)
+            if data:
+                try:
+                    log.load(data)
+                except RecordError as exc:
+                    logger.warning("truncating torn tail of %s-%d: %s", name, partition, exc)
+                    self.storage.truncate_partition(name, partition, log.size_bytes)
+            log._sink = self.storage.partition_sink(name, partition)
+        return log
+
+    def add_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Grow topic ``name`` to ``count`` partitions (CreatePartitions).
+
+        ``assignments`` lists the replicas of each new partition (its first broker leads);
+        without, leaders are placed round-robin from the node after the last partition's.
+        Raises :class:`TopicError` with Kafka's error code and message.
+        """
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                f"This server does not host this topic: {name!r}",
+            )
+        current = len(topic.partitions)
+        if count == current:
+            raise TopicError(
+                ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
+            )
+        if count < current:
+            raise TopicError(
+                ErrorCode.invalid_partitions,
+                f"The topic {name} currently has {current} partition(s); {count} would not be "
+                "an increase.",
+            )
+        added = count - current
+        if assignments is not None:
+            if len(assignments) != added:
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.",
+                )
+            for replicas in assignments:
+                unknown = [b for b in replicas if b not in self.node_ids]
+                if unknown:
+                    raise TopicError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes broker {unknown[0]}, but "
+                        "no broker with that ID is registered.",
+                    )
+                if len(replicas) != 1:
+                    raise TopicError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes a partition with "
+                        f"{len(replicas)} replica(s), but this is not consistent with previous "
+                        "partitions, which have 1 replica(s).",
+                    )
+        if validate_only:
+            return topic
+        n = len(self.node_ids)
+        start = (
+            self.node_ids.index(topic.leaders[-1]) + 1 if topic.leaders[-1] in self.node_ids else 0
+        )
+        for i, p in enumerate(range(current, count)):
+            topic.partitions.append(self._new_log(name, p, topic.config))
+            leader = assignments[i][0] if assignments else self.node_ids[(start + i) % n]
+            topic.leaders.append(leader)
+        self._save_meta()
+        self.notifier.fire()
+        logger.info("topic %s grew from %d to %d partition(s)", name, current, count)
         return topic
 
     def delete_topic(self, name: str) -> None:

@@ -205,6 +205,10 @@ class EmbeddedKafka:
         """Create a topic (raises ``TopicError`` if Kafka would refuse it)."""
         self.call(lambda c: c.create_topic(name, partitions, config))
 
+    def add_partitions(self, name: str, count: int) -> None:
+        """Grow a topic to ``count`` partitions, as CreatePartitions does."""
+        self.call(lambda c: c.add_partitions(name, count))
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic, its logs and its committed offsets."""
         self.call(lambda c: c.delete_topic(name))

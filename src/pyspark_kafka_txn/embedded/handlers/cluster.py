@@ -20,7 +20,7 @@ from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
-CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
+CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 37
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -252,6 +252,43 @@ def _creatable_configs(mod: Any, topic: Topic) -> tuple[Any, ...]:
     )
 
 
+def create_partitions(ctx: Context, req: Any) -> Any:
+    """CreatePartitions v0-3.
+
+    Behaviour: grows each topic to ``count`` partitions. Unknown topics get
+    UNKNOWN_TOPIC_OR_PARTITION, a topic named twice INVALID_REQUEST, a count that is not
+    an increase INVALID_PARTITIONS, assignments of the wrong number, with unknown brokers
+    or another replica count than the topic's INVALID_REPLICA_ASSIGNMENT (Kafka's
+    messages); ``validate_only`` checks without growing. New partitions are empty, led by
+    the first broker of their assignment or placed round-robin, and announced by Metadata
+    at once; ``timeout_ms`` is not needed (nothing to wait for). Simplification: one
+    replica per partition.
+    """
+    mod = response_module(CREATE_PARTITIONS, ctx.version)
+    names = [t.name for t in req.topics]
+    results = []
+    for item in req.topics:
+        code, message = ErrorCode.none, None
+        try:
+            if names.count(item.name) > 1:
+                raise TopicError(ErrorCode.invalid_request, "Duplicate topic name.")
+            assignments = (
+                None
+                if item.assignments is None
+                else [[int(b) for b in a.broker_ids] for a in item.assignments]
+            )
+            ctx.cluster.add_partitions(
+                item.name, item.count, assignments, validate_only=req.validate_only
+            )
+        except TopicError as exc:
+            code, message = exc.code, str(exc)
+        results.append(
+            build(mod.CreatePartitionsTopicResult, name=item.name, error_code=code,
+                  error_message=message)
+        )  # fmt: skip
+    return build(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
 def delete_topics(ctx: Context, req: Any) -> Any:
     """DeleteTopics v1-6.
 
@@ -430,4 +467,5 @@ SPECS = (
     ApiSpec(CREATE_TOPICS, "CreateTopics", 2, 7, create_topics),
     ApiSpec(DELETE_TOPICS, "DeleteTopics", 1, 6, delete_topics),
     ApiSpec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, describe_configs),
+    ApiSpec(CREATE_PARTITIONS, "CreatePartitions", 0, 3, create_partitions),
 )

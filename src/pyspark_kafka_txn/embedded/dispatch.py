@@ -21,6 +21,25 @@ if TYPE_CHECKING:
 NO_THROTTLE = datetime.timedelta(0)
 # authorized_operations when the client did not ask for them (Kafka's INT32_MIN)
 NO_AUTHORIZED_OPS = -(2**31)
+# Kafka's AclOperation codes.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
+_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def _bits(*operations: int) -> int:
+    return sum(1 << op for op in operations)
+
+
+# What each resource type allows when no authorizer is configured: every operation Kafka
+# 4.x supports on it (AclEntry.supportedOperations), as a bit field of operation codes.
+TOPIC_AUTHORIZED_OPS = _bits(
+    _READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER, _DESCRIBE_CONFIGS, _ALTER_CONFIGS
+)
+GROUP_AUTHORIZED_OPS = _bits(_READ, _DESCRIBE, _DELETE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
+CLUSTER_AUTHORIZED_OPS = _bits(
+    _CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
+    _DESCRIBE,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ FindCoordinator, DescribeConfigs."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -15,7 +16,14 @@ from pyspark_kafka_txn.embedded.cluster import (
     validate_topic_config,
     validate_topic_name,
 )
-from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.dispatch import (
+    CLUSTER_AUTHORIZED_OPS,
+    NO_AUTHORIZED_OPS,
+    NO_THROTTLE,
+    TOPIC_AUTHORIZED_OPS,
+    ApiSpec,
+    Context,
+)
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
@@ -114,8 +122,10 @@ def metadata(ctx: Context, req: Any) -> Any:
     Behaviour: all topics for a null topic list (or an empty one in v0); unknown topics
     get UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID when asked by id) unless
     auto-creation is both enabled on the cluster and allowed by the request; partitions
-    whose leader is stopped get LEADER_NOT_AVAILABLE. Topic ids are real UUIDs.
-    Simplifications: one replica per partition; internal topics are not listed.
+    whose leader is stopped get LEADER_NOT_AVAILABLE. Topic ids are real UUIDs. Asked for
+    (v8+), authorized operations are every operation Kafka supports on a topic (on the
+    cluster: v8-10), as Kafka answers without an authorizer. Simplifications: one replica
+    per partition; internal topics are not listed.
     """
     cluster = ctx.cluster
     mod = response_module(METADATA, ctx.version)
@@ -153,6 +163,13 @@ def metadata(ctx: Context, req: Any) -> Any:
                 )
             else:
                 topics.append(_topic_metadata(ctx, mod, topic))
+    if ctx.version >= 8 and getattr(req, "include_topic_authorized_operations", False):
+        topics = [
+            dataclasses.replace(t, topic_authorized_operations=TOPIC_AUTHORIZED_OPS) for t in topics
+        ]
+    cluster_ops = NO_AUTHORIZED_OPS
+    if 8 <= ctx.version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+        cluster_ops = CLUSTER_AUTHORIZED_OPS
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -160,7 +177,7 @@ def metadata(ctx: Context, req: Any) -> Any:
         cluster_id=cluster.config.cluster_id,
         controller_id=min(cluster.running) if cluster.running else -1,
         topics=tuple(topics),
-        cluster_authorized_operations=NO_AUTHORIZED_OPS,
+        cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
     )
 

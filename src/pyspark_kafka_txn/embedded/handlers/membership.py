@@ -13,7 +13,13 @@ import datetime
 from typing import Any
 
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
-from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.dispatch import (
+    GROUP_AUTHORIZED_OPS,
+    NO_AUTHORIZED_OPS,
+    NO_THROTTLE,
+    ApiSpec,
+    Context,
+)
 from pyspark_kafka_txn.embedded.membership import (
     CLASSIC_GROUP_TYPE,
     GroupState,
@@ -26,8 +32,6 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_modul
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
-# READ | DELETE | DESCRIBE: what a group allows when no authorizer is configured.
-GROUP_AUTHORIZED_OPS = (1 << 3) | (1 << 6) | (1 << 8)
 _MS = datetime.timedelta(milliseconds=1)
 
 

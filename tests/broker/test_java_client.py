@@ -12,7 +12,6 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,15 +19,6 @@ import pytest
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
-
-
-@pytest.fixture(scope="module")
-def java(kafka: KafkaTarget) -> Iterator[JavaClient]:
-    client = JavaClient(kafka.bootstrap_servers)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def _served(caplog: pytest.LogCaptureFixture) -> set[tuple[str, int]]:

@@ -10,12 +10,14 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -57,6 +59,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       RequireStable; null for no offset
  *   <li>{@code describetxn TXN_ID} Admin describeTransactions: {"state", "producerId",
  *       "producerEpoch", "timeoutMs", "partitions": ["topic-p", ...]}
+ *   <li>{@code deletegroups GROUP ...} Admin deleteConsumerGroups
+ *   <li>{@code deleteoffsets GROUP TOPIC PARTITION ...} Admin deleteConsumerGroupOffsets
+ *   <li>{@code createpartitions TOPIC COUNT} Admin createPartitions (increaseTo)
  * </ul>
  */
 public final class TxnHarness {
@@ -154,6 +159,27 @@ public final class TxnHarness {
         return groupOffsets(f[1], f[2], Integer.parseInt(f[3]));
       case "describetxn":
         return describeTxn(f[1]);
+      case "deletegroups":
+        admin()
+            .deleteConsumerGroups(List.of(f).subList(1, f.length))
+            .all()
+            .get(20, TimeUnit.SECONDS);
+        return "null";
+      case "deleteoffsets":
+        {
+          Set<TopicPartition> tps = new HashSet<>();
+          for (int i = 3; i < f.length; i++) {
+            tps.add(new TopicPartition(f[2], Integer.parseInt(f[i])));
+          }
+          admin().deleteConsumerGroupOffsets(f[1], tps).all().get(20, TimeUnit.SECONDS);
+          return "null";
+        }
+      case "createpartitions":
+        admin()
+            .createPartitions(Map.of(f[1], NewPartitions.increaseTo(Integer.parseInt(f[2]))))
+            .all()
+            .get(20, TimeUnit.SECONDS);
+        return "null";
       default:
         throw new IllegalArgumentException("unknown command " + f[0]);
     }

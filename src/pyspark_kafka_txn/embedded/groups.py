@@ -138,6 +138,28 @@ class GroupOffsets:
                 del offsets[tp]
         self._emit(t="delete_topic", topic=topic)
 
+    def delete_group(self, group: str) -> None:
+        """Forget every offset of ``group``, committed and staged (DeleteGroups)."""
+        self.committed.pop(group, None)
+        for producer_id in self.pending.pop(group, {}):
+            groups = self._groups_of.get(producer_id)
+            if groups is not None:
+                groups.discard(group)
+                if not groups:
+                    del self._groups_of[producer_id]
+        self._emit(t="delete_group", g=group)
+
+    def delete_offsets(self, group: str, tps: Iterable[TopicPartition]) -> None:
+        """Forget the committed offsets of ``tps`` for ``group`` (OffsetDelete)."""
+        offsets = self.committed.get(group, {})
+        gone = [tp for tp in tps if tp in offsets]
+        for tp in gone:
+            del offsets[tp]
+        if not offsets:
+            self.committed.pop(group, None)
+        if gone:
+            self._emit(t="delete_offsets", g=group, tps=[list(tp) for tp in gone])
+
     def load(self, lines: Iterable[str]) -> None:
         """Replay a log written through ``sink``."""
         sink, self._sink = self._sink, None
@@ -155,6 +177,10 @@ class GroupOffsets:
                     self.complete(r["p"], r["pid"], r["c"])
                 elif r["t"] == "delete_topic":
                     self.delete_topic(r["topic"])
+                elif r["t"] == "delete_group":
+                    self.delete_group(r["g"])
+                elif r["t"] == "delete_offsets":
+                    self.delete_offsets(r["g"], [(t, p) for t, p in r["tps"]])
         finally:
             self._sink = sink
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -366,6 +367,36 @@ class GroupMembership:
     def _has_offsets(self, group_id: str) -> bool:
         offsets = self.cluster.offsets
         return bool(offsets.committed.get(group_id)) or bool(offsets.pending.get(group_id))
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """Delete an empty group and its offsets (DeleteGroups): Kafka's error, or NONE."""
+        group = self.group(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.non_empty_group
+        group.transition(GroupState.DEAD)
+        del self.groups[group_id]
+        self.cluster.offsets.delete_group(group_id)
+        return ErrorCode.none
+
+    def subscribes_to(self, group_id: str, topic: str) -> bool:
+        """Whether ``group_id``'s live members consume ``topic`` (OffsetDelete's check).
+
+        An empty group subscribes to nothing. For the consumer protocol the members'
+        subscriptions tell; for any other protocol type the topics are unknown, so a
+        group with members counts as subscribed (refusing is the safe answer).
+        """
+        group = self.group(group_id)
+        if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return False
+        if group.protocol_type != "consumer":
+            return True
+        for member in group.members.values():
+            for _, metadata in member.protocols:
+                if topic in _subscribed_topics(metadata):
+                    return True
+        return False
 
     def group_ids(self) -> list[str]:
         offsets = self.cluster.offsets
@@ -994,3 +1025,17 @@ class GroupMembership:
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
+
+
+def _subscribed_topics(metadata: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription (every version starts with them)."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2 : pos + 2 + length].decode())
+            pos += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

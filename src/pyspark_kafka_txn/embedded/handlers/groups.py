@@ -1,4 +1,4 @@
-"""Group offset APIs: OffsetCommit and OffsetFetch (membership APIs join them here)."""
+"""Group offset APIs: OffsetCommit, OffsetFetch and OffsetDelete."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 
 
 def _group_error(ctx: Context, group: str | None) -> ErrorCode:
@@ -174,7 +174,62 @@ def offset_fetch(ctx: Context, req: Any) -> Any:
     return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=code)
 
 
+def offset_delete(ctx: Context, req: Any) -> Any:
+    """OffsetDelete v0.
+
+    Behaviour: INVALID_GROUP_ID, NOT_COORDINATOR, or GROUP_ID_NOT_FOUND (neither members
+    nor offsets) for the whole request; per partition UNKNOWN_TOPIC_OR_PARTITION for a
+    partition that does not exist, GROUP_SUBSCRIBED_TO_TOPIC while a live member consumes
+    the topic (consumer protocol subscriptions; any other protocol type with members
+    counts as subscribed); otherwise the committed offset is deleted (persisted; none is
+    no error).
+    """
+    cluster = ctx.cluster
+    mod = response_module(OFFSET_DELETE, ctx.version)
+    group = req.group_id
+    top = _group_error(ctx, group)
+    if top is ErrorCode.none and cluster.membership.group(group) is None:
+        top = ErrorCode.group_id_not_found
+    if top is not ErrorCode.none:
+        return build(mod.OffsetDeleteResponse, error_code=top, throttle_time=NO_THROTTLE, topics=())
+    topics = []
+    for topic in req.topics:
+        subscribed = cluster.membership.subscribes_to(group, topic.name)
+        parts = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if cluster.partition(*tp) is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif subscribed:
+                code = ErrorCode.group_subscribed_to_topic
+            else:
+                cluster.offsets.delete_offsets(group, [tp])
+                code = ErrorCode.none
+            parts.append(
+                build(
+                    mod.OffsetDeleteResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                )
+            )
+        topics.append(
+            build(mod.OffsetDeleteResponseTopic, name=topic.name, partitions=tuple(parts))
+        )
+    return build(
+        mod.OffsetDeleteResponse,
+        error_code=ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(topics),
+    )
+
+
+def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    mod = response_module(OFFSET_DELETE, ctx.version)
+    return build(mod.OffsetDeleteResponse, error_code=code, throttle_time=NO_THROTTLE, topics=())
+
+
 SPECS = (
     ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit, errors.offset_commit_error),
     ApiSpec(OFFSET_FETCH, "OffsetFetch", 1, 9, offset_fetch),
+    ApiSpec(OFFSET_DELETE, "OffsetDelete", 0, 0, offset_delete, _offset_delete_error),
 )

@@ -1,5 +1,5 @@
 """Classic group membership APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups.
+DescribeGroups, ListGroups, DeleteGroups.
 
 The handlers translate between kio entities and :mod:`..membership`, which holds the
 rebalance state machine; JoinGroup and SyncGroup are coroutines that wait for the
@@ -31,7 +31,7 @@ from pyspark_kafka_txn.embedded.membership import (
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -338,6 +338,35 @@ def _describe_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     return build(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
+def delete_groups(ctx: Context, req: Any) -> Any:
+    """DeleteGroups v0-2.
+
+    Behaviour: per group, INVALID_GROUP_ID for an empty id, NOT_COORDINATOR on another
+    node, GROUP_ID_NOT_FOUND for a group with neither members nor offsets, NON_EMPTY_GROUP
+    while it has members (any state but Empty); otherwise the group and all its offsets,
+    committed and staged, are deleted (persisted).
+    """
+    mod = response_module(DELETE_GROUPS, ctx.version)
+    results = []
+    for group_id in req.groups_names:
+        if not group_id:
+            code = ErrorCode.invalid_group_id
+        elif _not_coordinator(ctx, group_id):
+            code = ErrorCode.not_coordinator
+        else:
+            code = ctx.cluster.membership.delete(group_id)
+        results.append(build(mod.DeletableGroupResult, group_id=group_id, error_code=code))
+    return build(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _delete_groups_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    mod = response_module(DELETE_GROUPS, ctx.version)
+    results = tuple(
+        build(mod.DeletableGroupResult, group_id=g, error_code=code) for g in req.groups_names
+    )
+    return build(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
 def _list_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     mod = response_module(LIST_GROUPS, ctx.version)
     return build(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code, groups=())
@@ -350,4 +379,5 @@ SPECS = (
     ApiSpec(SYNC_GROUP, "SyncGroup", 0, 5, sync_group, _sync_error),
     ApiSpec(DESCRIBE_GROUPS, "DescribeGroups", 0, 6, describe_groups, _describe_error),
     ApiSpec(LIST_GROUPS, "ListGroups", 0, 5, list_groups, _list_error),
+    ApiSpec(DELETE_GROUPS, "DeleteGroups", 0, 2, delete_groups, _delete_groups_error),
 )

@@ -31,6 +31,7 @@ from pyspark_kafka_txn.embedded.membership import GroupMembership
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.storage import Storage
+from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, InvalidConfigError, normalize
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
 
 logger = logging.getLogger(__name__)
@@ -41,19 +42,11 @@ MAX_TOPIC_NAME = 249
 COORDINATOR_GROUP = 0
 COORDINATOR_TXN = 1
 
-# Topic configs the embedded broker understands, with Kafka's defaults.
+#: Every Kafka 4.x topic config with its default (:mod:`.topic_config`).
 TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "delete",
-    "compression.type": "producer",
-    "max.message.bytes": "1048588",
-    "message.timestamp.type": "CreateTime",
-    # Kafka 4.x defaults; a cluster's log_message_timestamp_* settings replace them.
+    **{name: key.default for name, key in TOPIC_CONFIGS.items()},
     "message.timestamp.before.max.ms": str(DEFAULT_TIMESTAMP_BEFORE_MAX_MS),
     "message.timestamp.after.max.ms": str(DEFAULT_TIMESTAMP_AFTER_MAX_MS),
-    "retention.ms": "604800000",
-    "retention.bytes": "-1",
-    "segment.bytes": "1073741824",
-    "min.insync.replicas": "1",
 }
 
 
@@ -82,24 +75,13 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-def validate_topic_config(config: Mapping[str, str | None]) -> None:
-    """Reject unknown topic configs and invalid values (INVALID_CONFIG), as CreateTopics
-    does, naming the config."""
-    for key, value in config.items():
-        if key not in TOPIC_CONFIG_DEFAULTS:
-            raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
-        if value is None:
-            raise TopicError(ErrorCode.invalid_config, f"null value for topic config {key!r}")
-    for key in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
-        value = config.get(key)
-        if value is not None and not (value.isdigit() and int(value) < 2**63):
-            raise TopicError(
-                ErrorCode.invalid_config,
-                f"{key} must be an integer in [0, {2**63 - 1}], got {value!r}",
-            )
-    ts_type = config.get("message.timestamp.type", "CreateTime")
-    if ts_type not in ("CreateTime", "LogAppendTime"):
-        raise TopicError(ErrorCode.invalid_config, f"invalid message.timestamp.type {ts_type!r}")
+def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
+    """The topic configs as stored, or :class:`TopicError` INVALID_CONFIG naming the one
+    Kafka would refuse (unknown name, wrong type, out of range)."""
+    try:
+        return {key: normalize(key, value) for key, value in config.items()}
+    except InvalidConfigError as exc:
+        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
 
 
 @dataclass(slots=True)
@@ -288,8 +270,7 @@ class Cluster:
             raise TopicError(
                 ErrorCode.invalid_partitions, f"number of partitions must be > 0, got {count}"
             )
-        config = dict(config or {})
-        validate_topic_config(config)
+        config = validate_topic_config(config or {})
         topic = self._add_topic(name, uuid.uuid4(), count, config)
         self._save_meta()
         logger.info("created topic %s with %d partition(s)", name, count)
@@ -377,6 +358,30 @@ class Cluster:
         self._save_meta()
         self.notifier.fire()
         logger.info("topic %s grew from %d to %d partition(s)", name, current, count)
+        return topic
+
+    def alter_topic_config(
+        self, name: str, config: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> Topic:
+        """Replace topic ``name``'s explicit configs with ``config`` (AlterConfigs).
+
+        Raises :class:`TopicError`: UNKNOWN_TOPIC_OR_PARTITION, or INVALID_CONFIG.
+        """
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                f"This server does not host this topic: {name!r}",
+            )
+        stored = validate_topic_config(config)
+        if validate_only:
+            return topic
+        topic.config = stored
+        log_append = topic.config_value("message.timestamp.type") == "LogAppendTime"
+        for log in topic.partitions:
+            log.log_append_time = log_append
+        self._save_meta()
+        logger.info("topic %s configs set to %s", name, stored)
         return topic
 
     def delete_topic(self, name: str) -> None:

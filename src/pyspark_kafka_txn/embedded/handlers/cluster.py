@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.cluster import (
@@ -26,9 +27,13 @@ from pyspark_kafka_txn.embedded.dispatch import (
 )
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, ConfigType
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 37
+ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -269,6 +274,110 @@ def _creatable_configs(mod: Any, topic: Topic) -> tuple[Any, ...]:
     )
 
 
+def _alter_resources(
+    ctx: Context, req: Any, api: int, new_config: Callable[[Topic, Any], dict[str, str | None]]
+) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs: validate each resource, then apply."""
+    mod = response_module(api, ctx.version)
+    seen = [(r.resource_type, r.resource_name) for r in req.resources]
+    responses = []
+    for res in req.resources:
+        code, message = ErrorCode.none, None
+        try:
+            if seen.count((res.resource_type, res.resource_name)) > 1:
+                raise TopicError(ErrorCode.invalid_request, "Duplicate resource in the request.")
+            if res.resource_type == BROKER_RESOURCE:
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    "broker configs are static on the embedded cluster (set them on ClusterConfig)",
+                )
+            if res.resource_type != TOPIC_RESOURCE:
+                raise TopicError(
+                    ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}"
+                )
+            topic = ctx.cluster.topics.get(res.resource_name)
+            if topic is None:
+                raise TopicError(
+                    ErrorCode.unknown_topic_or_partition,
+                    f"This server does not host this topic: {res.resource_name!r}",
+                )
+            names = [c.name for c in res.configs]
+            if len(set(names)) != len(names):
+                raise TopicError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+            ctx.cluster.alter_topic_config(
+                topic.name, new_config(topic, res), validate_only=req.validate_only
+            )
+        except TopicError as exc:
+            code, message = exc.code, str(exc)
+        responses.append(
+            build(
+                mod.AlterConfigsResourceResponse,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    response = (
+        mod.AlterConfigsResponse if api == ALTER_CONFIGS else mod.IncrementalAlterConfigsResponse
+    )
+    return build(response, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+def alter_configs(ctx: Context, req: Any) -> Any:
+    """AlterConfigs v0-2.
+
+    Behaviour: a topic's explicit configs become exactly the ones given (the others go
+    back to their defaults), each checked as CreateTopics checks them (INVALID_CONFIG);
+    unknown topics UNKNOWN_TOPIC_OR_PARTITION; a resource named twice, broker resources
+    (static here) and other resource types INVALID_REQUEST; ``validate_only`` changes
+    nothing. Persisted.
+    """
+    return _alter_resources(
+        ctx, req, ALTER_CONFIGS, lambda _topic, res: {c.name: c.value for c in res.configs}
+    )
+
+
+def incremental_alter_configs(ctx: Context, req: Any) -> Any:
+    """IncrementalAlterConfigs v0-1.
+
+    Behaviour: per config SET, DELETE (back to the default), APPEND and SUBTRACT (list
+    configs only, on the current value, explicit or default; INVALID_CONFIG otherwise);
+    a config named twice INVALID_REQUEST; otherwise as AlterConfigs.
+    """
+
+    def changed(topic: Topic, res: Any) -> dict[str, str | None]:
+        config: dict[str, str | None] = dict(topic.config)
+        for c in res.configs:
+            op = c.config_operation
+            key = TOPIC_CONFIGS.get(c.name)
+            if key is None:
+                raise TopicError(ErrorCode.invalid_config, f"Unknown topic config name: {c.name}")
+            if op == SET:
+                config[c.name] = c.value
+            elif op == DELETE:
+                config.pop(c.name, None)
+            elif op in (APPEND, SUBTRACT):
+                if key.type is not ConfigType.LIST:
+                    verb = "append" if op == APPEND else "subtract"
+                    raise TopicError(
+                        ErrorCode.invalid_config,
+                        f"Config value {verb} is not allowed for config key: {c.name}",
+                    )
+                current = [v for v in topic.config_value(c.name).split(",") if v]
+                given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
+                if op == APPEND:
+                    current += [v for v in given if v not in current]
+                else:
+                    current = [v for v in current if v not in given]
+                config[c.name] = ",".join(current)
+            else:
+                raise TopicError(ErrorCode.invalid_request, f"unknown config operation {op}")
+        return config
+
+    return _alter_resources(ctx, req, INCREMENTAL_ALTER_CONFIGS, changed)
+
+
 def create_partitions(ctx: Context, req: Any) -> Any:
     """CreatePartitions v0-3.
 
@@ -456,7 +565,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
                 config_source=(1 if k in explicit else 5),
                 is_sensitive=False,
                 synonyms=(),
-                config_type=0,
+                config_type=(TOPIC_CONFIGS[k].type if res.resource_type == 2 else 0),
                 documentation=None,
             )
             for k, v in sorted(values.items())
@@ -485,4 +594,6 @@ SPECS = (
     ApiSpec(DELETE_TOPICS, "DeleteTopics", 1, 6, delete_topics),
     ApiSpec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, describe_configs),
     ApiSpec(CREATE_PARTITIONS, "CreatePartitions", 0, 3, create_partitions),
+    ApiSpec(ALTER_CONFIGS, "AlterConfigs", 0, 2, alter_configs),
+    ApiSpec(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs),
 )

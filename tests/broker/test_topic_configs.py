@@ -1,0 +1,196 @@
+"""Topic configs: every Kafka 4.x name, checked, described, altered, and taking effect.
+
+Through librdkafka's admin (CreateTopics, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs) and aiokafka's admin (CreateTopics, DescribeConfigs,
+AlterConfigs): standard configs such as ``delete.retention.ms`` are accepted, unknown
+names and out-of-range values are INVALID_CONFIG naming the config, and an altered
+``message.timestamp.type`` or ``max.message.bytes`` changes what the broker does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewTopic as AioNewTopic
+from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
+from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+
+from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
+from tests.broker.clients import consume_messages
+from tests.conftest import KafkaTarget
+
+
+def _admin(kafka: KafkaTarget) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+
+
+def _name() -> str:
+    return f"cfg-{uuid.uuid4().hex[:8]}"
+
+
+def _create(admin: AdminClient, topic: str, config: dict[str, str]) -> None:
+    futures = admin.create_topics([NewTopic(topic, 1, config=config)], request_timeout=30)
+    futures[topic].result(30)
+
+
+def _describe(admin: AdminClient, topic: str) -> dict[str, Any]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return dict(admin.describe_configs([resource])[resource].result(30))
+
+
+def _alter(admin: AdminClient, resource: ConfigResource) -> None:
+    """AlterConfigs (librdkafka deprecates it in favour of the incremental API)."""
+    with pytest.warns(DeprecationWarning, match="alter_configs has been deprecated"):
+        future = admin.alter_configs([resource])[resource]
+    future.result(30)
+
+
+def _failure(call: Any) -> KafkaError:
+    with pytest.raises(KafkaException) as raised:
+        call()
+    error = raised.value.args[0]
+    assert isinstance(error, KafkaError)
+    return error
+
+
+def test_every_kafka_topic_config_is_accepted_and_described(kafka: KafkaTarget) -> None:
+    admin = _admin(kafka)
+    topic = _name()
+    _create(admin, topic, {"delete.retention.ms": "1000", "cleanup.policy": "compact,delete"})
+    described = _describe(admin, topic)
+    assert set(described) == set(TOPIC_CONFIGS)
+    assert described["delete.retention.ms"].value == "1000"
+    assert described["delete.retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert described["cleanup.policy"].value == "compact,delete"
+    assert described["segment.ms"].value == "604800000"
+    assert described["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_invalid_configs_name_the_config(kafka: KafkaTarget) -> None:
+    admin = _admin(kafka)
+    cases = {
+        "no.such.config": ("1", "Unknown topic config name: no.such.config"),
+        "segment.bytes": ("1000", "segment.bytes: Value must be at least 1048576"),
+        "min.cleanable.dirty.ratio": ("2", "min.cleanable.dirty.ratio: Value must be in [0, 1]"),
+        "cleanup.policy": ("shred", "cleanup.policy: String must be one of"),
+        "preallocate": ("maybe", "preallocate: Expected value to be either true or false"),
+        "retention.ms": ("soon", "retention.ms: Not a number"),
+    }
+    for key, (value, message) in cases.items():
+        topic = _name()
+        error = _failure(lambda t=topic, k=key, v=value: _create(admin, t, {k: v}))
+        assert error.code() == KafkaError.INVALID_CONFIG, (key, error)
+        assert message in error.str(), (key, error.str())
+    assert not (set(admin.list_topics(timeout=30).topics) & set(cases))  # nothing created
+
+
+def test_alter_and_incrementally_alter_a_topic(kafka: KafkaTarget) -> None:
+    admin = _admin(kafka)
+    topic = _name()
+    _create(admin, topic, {"retention.ms": "1000", "min.compaction.lag.ms": "5"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"flush.ms": "77"})
+    _alter(admin, resource)
+    described = _describe(admin, topic)
+    # AlterConfigs replaces the whole set: retention.ms is back to its default.
+    assert described["flush.ms"].value == "77"
+    assert described["retention.ms"].value == "604800000"
+    assert described["min.compaction.lag.ms"].value == "0"
+
+    def incremental(*entries: ConfigEntry) -> None:
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC, topic, incremental_configs=list(entries)
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+
+    incremental(
+        ConfigEntry("segment.ms", "60000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("flush.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    )
+    described = _describe(admin, topic)
+    assert described["segment.ms"].value == "60000"
+    assert described["flush.ms"].value == str(2**63 - 1)
+    assert described["cleanup.policy"].value == "delete,compact"
+    incremental(
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)
+    )
+    assert _describe(admin, topic)["cleanup.policy"].value == "compact"
+    error = _failure(
+        lambda: incremental(
+            ConfigEntry("segment.ms", "1", incremental_operation=AlterConfigOpType.APPEND)
+        )
+    )
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "append is not allowed for config key: segment.ms" in error.str()
+    missing = ConfigResource(ConfigResource.Type.TOPIC, _name(), set_config={"flush.ms": "1"})
+    error = _failure(lambda: _alter(admin, missing))
+    assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_aiokafka_admin_creates_describes_and_alters(kafka: KafkaTarget) -> None:
+    topic = _name()
+
+    async def run() -> dict[str, str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics(
+                [AioNewTopic(topic, 1, 1, topic_configs={"delete.retention.ms": "5"})]
+            )
+            await admin.alter_configs(
+                [AioConfigResource(AioResourceType.TOPIC, topic, {"segment.jitter.ms": "9"})]
+            )
+            [response] = await admin.describe_configs(
+                [AioConfigResource(AioResourceType.TOPIC, topic)]
+            )
+            [resource] = response.resources
+            return {entry[0]: entry[1] for entry in resource[4]}
+        finally:
+            await admin.close()
+
+    configs = asyncio.run(run())
+    assert configs["segment.jitter.ms"] == "9"
+    assert configs["delete.retention.ms"] == "86400000"  # replaced by the AlterConfigs
+
+
+def test_altered_configs_take_effect(kafka: KafkaTarget) -> None:
+    admin = _admin(kafka)
+    topic = _name()
+    _create(admin, topic, {})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    producer.produce(topic, value=b"early", partition=0, timestamp=1_000)
+    assert producer.flush(30) == 0
+
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        set_config={"message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000"},
+    )
+    _alter(admin, resource)
+    producer.produce(topic, value=b"late", partition=0, timestamp=1_000)
+    assert producer.flush(30) == 0
+    failed: list[KafkaError] = []
+    producer.produce(
+        topic, value=b"x" * 5000, partition=0, on_delivery=lambda err, _m: failed.append(err)
+    )
+    producer.flush(30)
+    assert [e.code() for e in failed] == [KafkaError.MSG_SIZE_TOO_LARGE]
+
+    messages = consume_messages(kafka.bootstrap_servers, topic, 1)
+    stamps = {m.value(): m.timestamp() for m in messages}
+    assert stamps[b"early"] == (1, 1_000)  # CreateTime, as produced
+    kind, when = stamps[b"late"]
+    assert kind == 2 and when > 1_000  # LogAppendTime: the broker's clock

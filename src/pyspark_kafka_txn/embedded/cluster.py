@@ -30,6 +30,7 @@ from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.membership import GroupMembership
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import RecordError
+from pyspark_kafka_txn.embedded.security import ScramStore
 from pyspark_kafka_txn.embedded.storage import Storage
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, InvalidConfigError, normalize
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
@@ -153,6 +154,7 @@ class Cluster:
             sink=self.storage.line_sink(TRANSACTION_STATE_TOPIC) if self.storage else None,
             initial_producer_epoch=config.initial_producer_epoch,
         )
+        self.scram = ScramStore(config.security.users)
         self._log_starts: dict[str, list[int]] = {}
         if self.storage is not None:
             self._recover()
@@ -188,16 +190,20 @@ class Cluster:
             for key_type, part, node in meta.get("coordinators", ()):
                 if node in self.node_ids:
                     self.coordinator_overrides[(key_type, part)] = node
+            if "scram" in meta:
+                self.scram.load(meta["scram"])
         self.offsets.load(self.storage.read_lines(OFFSETS_TOPIC))
         self.txn.load(self.storage.read_lines(TRANSACTION_STATE_TOPIC))
 
-    def _save_meta(self) -> None:
+    def save_meta(self) -> None:
+        """Persist the cluster's metadata (topics, coordinators, SCRAM credentials)."""
         if self.storage is None:
             return
         self.storage.save_meta(
             {
                 "cluster_id": self.config.cluster_id,
                 "coordinators": [[k, p, n] for (k, p), n in self.coordinator_overrides.items()],
+                "scram": self.scram.to_json(),
                 "topics": [
                     {
                         "name": t.name,
@@ -272,7 +278,7 @@ class Cluster:
             )
         config = validate_topic_config(config or {})
         topic = self._add_topic(name, uuid.uuid4(), count, config)
-        self._save_meta()
+        self.save_meta()
         logger.info("created topic %s with %d partition(s)", name, count)
         return topic
 
@@ -355,7 +361,7 @@ class Cluster:
             topic.partitions.append(self._new_log(name, p, topic.config))
             leader = assignments[i][0] if assignments else self.node_ids[(start + i) % n]
             topic.leaders.append(leader)
-        self._save_meta()
+        self.save_meta()
         self.notifier.fire()
         logger.info("topic %s grew from %d to %d partition(s)", name, current, count)
         return topic
@@ -380,7 +386,7 @@ class Cluster:
         log_append = topic.config_value("message.timestamp.type") == "LogAppendTime"
         for log in topic.partitions:
             log.log_append_time = log_append
-        self._save_meta()
+        self.save_meta()
         logger.info("topic %s configs set to %s", name, stored)
         return topic
 
@@ -393,7 +399,7 @@ class Cluster:
         if self.storage is not None:
             for p in range(len(topic.partitions)):
                 self.storage.delete_partition(name, p)
-        self._save_meta()
+        self.save_meta()
         self.notifier.fire()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
@@ -410,11 +416,11 @@ class Cluster:
         t = self.topics[topic]
         t.leaders[partition] = node
         t.partitions[partition].leader_epoch += 1
-        self._save_meta()
+        self.save_meta()
         self.notifier.fire()
 
     def log_start_changed(self) -> None:
-        self._save_meta()
+        self.save_meta()
 
     # --- coordinators -------------------------------------------------------------
 
@@ -429,7 +435,7 @@ class Cluster:
     def move_coordinator(self, key_type: int, key: str, node: int) -> None:
         part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
         self.coordinator_overrides[(key_type, part)] = node
-        self._save_meta()
+        self.save_meta()
 
     # --- transactions -------------------------------------------------------------
 

@@ -6,7 +6,8 @@ authenticated; anything else closes it. A failed authentication is answered with
 SASL_AUTHENTICATION_FAILED and the connection is then closed. SaslHandshake v0 switches
 the connection to raw SASL tokens (no Kafka framing), as old clients expect. SCRAM is
 RFC 5802/7677 with Kafka's minimum of 4096 iterations; credentials are derived from the
-configured passwords at start.
+configured passwords at start and kept in a :class:`ScramStore` of the cluster, which
+AlterUserScramCredentials changes at run time (as Kafka keeps them in its metadata).
 """
 
 from __future__ import annotations
@@ -140,13 +141,61 @@ def scram_credential(
     """Derive a SCRAM credential from a password with a fresh random salt."""
     salt = secrets.token_bytes(16)
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+    return credential_from_salted(salted, salt, iterations, hash_name)
+
+
+def credential_from_salted(
+    salted_password: bytes, salt: bytes, iterations: int, hash_name: str
+) -> ScramCredential:
+    """The stored credential of a salted password (what AlterUserScramCredentials sends)."""
+    client_key = hmac.new(salted_password, b"Client Key", hash_name).digest()
     return ScramCredential(
         salt=salt,
         iterations=iterations,
         stored_key=hashlib.new(hash_name, client_key).digest(),
-        server_key=hmac.new(salted, b"Server Key", hash_name).digest(),
+        server_key=hmac.new(salted_password, b"Server Key", hash_name).digest(),
     )
+
+
+#: SCRAM mechanisms by their ScramMechanism code in the admin APIs, with their hashes.
+SCRAM_MECHANISM_CODES = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
+SCRAM_MAX_ITERATIONS = 16384
+
+
+class ScramStore:
+    """The cluster's SCRAM credentials: ``{mechanism: {user: credential}}``.
+
+    Seeded from the listener's configured users (a credential for every SCRAM mechanism);
+    AlterUserScramCredentials adds, replaces and deletes them. Only salts and derived keys
+    are kept, never a password.
+    """
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self.credentials: dict[str, dict[str, ScramCredential]] = {
+            name: {user: scram_credential(password, hash_name) for user, password in users.items()}
+            for name, hash_name in SCRAM_MECHANISM_CODES.values()
+        }
+
+    def to_json(self) -> dict[str, dict[str, list[object]]]:
+        return {
+            mechanism: {
+                user: [c.salt.hex(), c.iterations, c.stored_key.hex(), c.server_key.hex()]
+                for user, c in users.items()
+            }
+            for mechanism, users in self.credentials.items()
+        }
+
+    def load(self, saved: Mapping[str, Mapping[str, list[object]]]) -> None:
+        for mechanism, users in saved.items():
+            self.credentials[mechanism] = {
+                user: ScramCredential(
+                    bytes.fromhex(str(salt)),
+                    int(str(iterations)),
+                    bytes.fromhex(str(stored)),
+                    bytes.fromhex(str(server)),
+                )
+                for user, (salt, iterations, stored, server) in users.items()
+            }
 
 
 def _scram_attrs(message: str) -> dict[str, str]:
@@ -237,16 +286,9 @@ class ScramMechanism:
 class Authenticator:
     """Creates the per-connection SASL mechanism objects of a listener."""
 
-    def __init__(self, security: ListenerSecurity) -> None:
+    def __init__(self, security: ListenerSecurity, scram: ScramStore) -> None:
         self.security = security
-        self._scram: dict[str, dict[str, ScramCredential]] = {}
-        for mechanism in security.sasl_mechanisms:
-            if mechanism.startswith("SCRAM-"):
-                hash_name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
-                self._scram[mechanism] = {
-                    user: scram_credential(password, hash_name)
-                    for user, password in security.users.items()
-                }
+        self._scram = scram.credentials
 
     @property
     def required(self) -> bool:
@@ -259,7 +301,7 @@ class Authenticator:
         if name == "PLAIN":
             return PlainMechanism(self.security.users)
         hash_name = "sha256" if name == "SCRAM-SHA-256" else "sha512"
-        return ScramMechanism(self._scram[name], hash_name)
+        return ScramMechanism(self._scram.setdefault(name, {}), hash_name)
 
 
 @dataclass(slots=True)

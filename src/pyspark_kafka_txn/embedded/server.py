@@ -116,7 +116,7 @@ class BrokerServer:
         #: Every connection's transport, until it closes.
         self._transports: set[asyncio.Transport] = set()
         self._adopting: set[asyncio.Task[None]] = set()
-        self._authenticator = Authenticator(cluster.config.security)
+        self._authenticator = Authenticator(cluster.config.security, cluster.scram)
 
     async def start(self, host: str, port: int) -> int:
         # With asyncio's 64 KiB default the stream pauses and resumes reading every

@@ -1,4 +1,5 @@
-"""SASL APIs: SaslHandshake and SaslAuthenticate."""
+"""SASL APIs: SaslHandshake, SaslAuthenticate, and the SCRAM credential admin APIs
+(DescribeUserScramCredentials, AlterUserScramCredentials)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,20 @@ import datetime
 import logging
 from typing import Any
 
-from pyspark_kafka_txn.embedded.dispatch import ApiSpec, Context
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.security import SaslAuthenticationError
+from pyspark_kafka_txn.embedded.security import (
+    SCRAM_ITERATIONS,
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MECHANISM_CODES,
+    SaslAuthenticationError,
+    credential_from_salted,
+)
 
 logger = logging.getLogger(__name__)
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 
 def sasl_handshake(ctx: Context, req: Any) -> Any:
@@ -91,7 +99,146 @@ def sasl_authenticate(ctx: Context, req: Any) -> Any:
     )
 
 
+def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
+    """DescribeUserScramCredentials v0.
+
+    Behaviour: every user with a SCRAM credential for a null or empty list; per user its
+    mechanisms and iterations, RESOURCE_NOT_FOUND for a user without any, and
+    DUPLICATE_RESOURCE for a user named twice (Kafka's messages). Salts and keys are
+    never sent.
+    """
+    mod = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
+    stored = ctx.cluster.scram.credentials
+    codes = {name: code for code, (name, _) in SCRAM_MECHANISM_CODES.items()}
+    everyone = sorted({user for users in stored.values() for user in users})
+    names = [u.name for u in req.users or ()] or everyone  # null or empty: every user
+    results = []
+    for user in dict.fromkeys(names):
+        code, message, infos = ErrorCode.none, None, ()
+        if names.count(user) > 1:
+            code = ErrorCode.duplicate_resource
+            message = (
+                "Cannot describe SCRAM credentials for the same user twice in a single "
+                f"request: {user}"
+            )
+        else:
+            infos = tuple(
+                build(mod.CredentialInfo, mechanism=codes[mechanism], iterations=c.iterations)
+                for mechanism, users in sorted(stored.items())
+                if (c := users.get(user)) is not None
+            )
+            if not infos:
+                code = ErrorCode.resource_not_found
+                message = f"Attempt to describe a user credential that does not exist: {user}"
+        results.append(
+            build(
+                mod.DescribeUserScramCredentialsResult,
+                user=user,
+                error_code=code,
+                error_message=message,
+                credential_infos=infos,
+            )
+        )
+    return build(
+        mod.DescribeUserScramCredentialsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        results=tuple(results),
+    )
+
+
+def _scram_change_error(
+    ctx: Context, name: str, mechanism: int, seen: dict[tuple[str, int], int], upsert: Any
+) -> tuple[ErrorCode, str] | None:
+    if not name:
+        return ErrorCode.unacceptable_credential, "Username must not be empty"
+    if mechanism not in SCRAM_MECHANISM_CODES:
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+    if seen[(name, mechanism)] > 1:
+        return (
+            ErrorCode.duplicate_resource,
+            "A user credential cannot be altered twice in the same request",
+        )
+    if upsert is None:
+        if name not in ctx.cluster.scram.credentials.get(SCRAM_MECHANISM_CODES[mechanism][0], {}):
+            return (
+                ErrorCode.resource_not_found,
+                "Attempt to delete a user credential that does not exist",
+            )
+        return None
+    if upsert.iterations < SCRAM_ITERATIONS:
+        return ErrorCode.unacceptable_credential, "Too few iterations"
+    if upsert.iterations > SCRAM_MAX_ITERATIONS:
+        return ErrorCode.unacceptable_credential, "Too many iterations"
+    if not upsert.salt or not upsert.salted_password:
+        return ErrorCode.unacceptable_credential, "Credential salt and password must not be empty"
+    return None
+
+
+def alter_user_scram_credentials(ctx: Context, req: Any) -> Any:
+    """AlterUserScramCredentials v0.
+
+    Behaviour: deletions and upsertions (the client's salted password, salt and
+    iterations, from which the stored and server keys are derived) per user; a user any
+    of whose changes is invalid gets the error and none of its changes apply: empty name
+    or iterations outside 4096-16384 UNACCEPTABLE_CREDENTIAL, an unknown mechanism
+    UNSUPPORTED_SASL_MECHANISM, a (user, mechanism) changed twice DUPLICATE_RESOURCE,
+    deleting a missing credential RESOURCE_NOT_FOUND. Takes effect for the next
+    authentication; persisted.
+    """
+    mod = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.version)
+    changes = [(d.name, int(d.mechanism), None) for d in req.deletions] + [
+        (u.name, int(u.mechanism), u) for u in req.upsertions
+    ]
+    seen: dict[tuple[str, int], int] = {}
+    for name, mechanism, _ in changes:
+        seen[(name, mechanism)] = seen.get((name, mechanism), 0) + 1
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    for name, mechanism, upsert in changes:
+        error = _scram_change_error(ctx, name, mechanism, seen, upsert)
+        if error is not None and name not in errors:
+            errors[name] = error
+    stored = ctx.cluster.scram.credentials
+    for name, mechanism, upsert in changes:
+        if name in errors:
+            continue
+        mechanism_name, hash_name = SCRAM_MECHANISM_CODES[mechanism]
+        users = stored.setdefault(mechanism_name, {})
+        if upsert is None:
+            users.pop(name, None)
+        else:
+            users[name] = credential_from_salted(
+                upsert.salted_password, upsert.salt, upsert.iterations, hash_name
+            )
+    ctx.cluster.save_meta()
+    results = tuple(
+        build(
+            mod.AlterUserScramCredentialsResult,
+            user=name,
+            error_code=errors[name][0] if name in errors else ErrorCode.none,
+            error_message=errors[name][1] if name in errors else None,
+        )
+        for name in dict.fromkeys(name for name, _, _ in changes)
+    )
+    return build(mod.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
 SPECS = (
     ApiSpec(SASL_HANDSHAKE, "SaslHandshake", 0, 1, sasl_handshake),
     ApiSpec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, sasl_authenticate),
+    ApiSpec(
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        "DescribeUserScramCredentials",
+        0,
+        0,
+        describe_user_scram_credentials,
+    ),
+    ApiSpec(
+        ALTER_USER_SCRAM_CREDENTIALS,
+        "AlterUserScramCredentials",
+        0,
+        0,
+        alter_user_scram_credentials,
+    ),
 )

@@ -1,0 +1,148 @@
+"""SCRAM users managed at run time: Describe/AlterUserScramCredentials.
+
+Through librdkafka's admin client: a user created by AlterUserScramCredentials can
+authenticate at once with that mechanism (and not with the other), a deleted one cannot;
+Kafka's checks (iterations, unknown users, duplicates) give Kafka's errors; nothing but
+mechanisms and iterations is ever described; the credentials survive a restart.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+
+ADMIN = ("admin", "admin-secret")
+SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+HANG_S = 60.0  # hang detector, never a timing assertion
+
+
+def _conf(kafka: EmbeddedKafka, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def _admin(kafka: EmbeddedKafka) -> AdminClient:
+    return AdminClient(_conf(kafka, *ADMIN, "SCRAM-SHA-512"))
+
+
+@pytest.fixture
+def kafka(tmp_path: Path) -> Iterator[EmbeddedKafka]:
+    security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN]))
+    with EmbeddedKafka(security=security, data_dir=tmp_path / "data") as cluster:
+        cluster.create_topic("t", 1)
+        yield cluster
+
+
+def _authenticates(kafka: EmbeddedKafka, user: str, password: str, mechanism: str) -> bool:
+    """Whether a producer with these credentials gets a record acknowledged (True) or
+    an authentication error (False), whichever comes first."""
+    codes: list[int] = []
+    delivered: list[object] = []
+    producer = Producer(
+        {**_conf(kafka, user, password, mechanism), "error_cb": lambda e: codes.append(e.code())}
+    )
+    producer.produce("t", b"x", on_delivery=lambda err, _m: delivered.append(err))
+    deadline = time.monotonic() + HANG_S
+    while not delivered and KafkaError._AUTHENTICATION not in codes:
+        assert time.monotonic() < deadline, f"neither delivered nor refused: {codes}"
+        producer.poll(0.05)
+    if delivered:
+        assert delivered == [None], delivered
+        return True
+    producer.purge()
+    producer.flush(0)
+    return False
+
+
+def _alter(admin: AdminClient, *changes: Any) -> dict[str, Exception | None]:
+    futures = admin.alter_user_scram_credentials(list(changes), request_timeout=30)
+    out: dict[str, Exception | None] = {}
+    for user, future in futures.items():
+        try:
+            future.result(30)
+            out[user] = None
+        except KafkaException as exc:
+            out[user] = exc
+    return out
+
+
+def _code(error: Exception | None) -> int | None:
+    return None if error is None else error.args[0].code()
+
+
+def test_users_created_and_deleted_at_run_time(kafka: EmbeddedKafka) -> None:
+    admin = _admin(kafka)
+    user = f"u{uuid.uuid4().hex[:6]}"
+    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
+
+    created = _alter(
+        admin, UserScramCredentialUpsertion(user, ScramCredentialInfo(SHA256, 8192), b"pw-1")
+    )
+    assert created == {user: None}
+    assert _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
+    assert not _authenticates(kafka, user, "wrong", "SCRAM-SHA-256")
+    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-512")  # no credential there
+
+    described = admin.describe_user_scram_credentials([user])[user].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (SHA256, 8192)
+    ]
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert set(everyone) == {ADMIN[0], user}
+
+    assert _alter(admin, UserScramCredentialDeletion(user, SHA256)) == {user: None}
+    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
+    with pytest.raises(KafkaException) as gone:
+        admin.describe_user_scram_credentials([user])[user].result(30)
+    assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_kafka_checks_on_alterations(kafka: EmbeddedKafka) -> None:
+    admin = _admin(kafka)
+    few, missing, twice = (f"u{uuid.uuid4().hex[:6]}" for _ in range(3))
+    results = _alter(
+        admin,
+        UserScramCredentialUpsertion(few, ScramCredentialInfo(SHA256, 1000), b"pw"),
+        UserScramCredentialDeletion(missing, SHA512),
+        UserScramCredentialUpsertion(twice, ScramCredentialInfo(SHA256, 4096), b"a"),
+        UserScramCredentialUpsertion(twice, ScramCredentialInfo(SHA256, 4096), b"b"),
+    )
+    assert {u: _code(e) for u, e in results.items()} == {
+        few: KafkaError.UNACCEPTABLE_CREDENTIAL,
+        missing: KafkaError.RESOURCE_NOT_FOUND,
+        twice: KafkaError.DUPLICATE_RESOURCE,
+    }
+    assert "Too few iterations" in str(results[few])
+    # None of them was applied.
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert set(everyone) == {ADMIN[0]}
+
+
+def test_credentials_survive_a_restart(kafka: EmbeddedKafka) -> None:
+    admin = _admin(kafka)
+    user = f"u{uuid.uuid4().hex[:6]}"
+    assert _alter(
+        admin, UserScramCredentialUpsertion(user, ScramCredentialInfo(SHA512, 4096), b"pw")
+    ) == {user: None}
+    kafka.restart()
+    assert _authenticates(kafka, user, "pw", "SCRAM-SHA-512")

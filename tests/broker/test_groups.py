@@ -247,13 +247,30 @@ def _poll_until(
     while not done():
         assert time.monotonic() < deadline, f"timed out; received so far: {received}"
         for name, consumer in consumers.items():
-            msg = consumer.poll(0.05)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            partition, offset, value = msg.partition(), msg.offset(), msg.value()
-            assert partition is not None and offset is not None and value is not None
-            received.setdefault(name, []).append((partition, offset, value))
+            _take(name, consumer, 0.05, received)
+
+
+def _drain(consumers: dict[str, Consumer], received: dict[str, list[Received]]) -> None:
+    """Poll every consumer until a whole round brings nothing: what a duplicate delivery
+    would have added is in ``received`` now."""
+    while True:
+        got = [_take(name, c, 0.3, received) for name, c in consumers.items()]  # poll all
+        if not any(got):
+            return
+
+
+def _take(
+    name: str, consumer: Consumer, timeout_s: float, received: dict[str, list[Received]]
+) -> bool:
+    """Poll ``consumer`` once; record what it returned under ``name``; whether anything."""
+    msg = consumer.poll(timeout_s)
+    if msg is None:
+        return False
+    assert msg.error() is None, msg.error()
+    partition, offset, value = msg.partition(), msg.offset(), msg.value()
+    assert partition is not None and offset is not None and value is not None
+    received.setdefault(name, []).append((partition, offset, value))
+    return True
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> None:
@@ -294,8 +311,7 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
         assert group in {g.group_id for g in listed}
         _produce(bs, topic, 4, 10, "a")
         _poll_until(consumers, lambda: sum(len(r) for r in received.values()) >= 40, received)
-        time.sleep(0.2)
-        _poll_until(consumers, lambda: True, received)
+        _drain(consumers, received)
         for name, records in received.items():
             assert {p for p, _, _ in records} <= assigned[name], name
         values = sorted(v for r in received.values() for _, _, v in r)
@@ -309,8 +325,7 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
         _poll_until(consumers, lambda: assigned.get("c2") == {0, 1, 2, 3}, received)
         _produce(bs, topic, 4, 2, "b")
         _poll_until(consumers, lambda: len(received.get("c2", ())) >= 8, received)
-        time.sleep(0.2)
-        _poll_until(consumers, lambda: True, received)
+        _drain(consumers, received)
         assert sorted(v for _, _, v in received["c2"]) == sorted(
             f"b-{p}-{i}".encode() for p in range(4) for i in range(2)
         )
@@ -324,8 +339,7 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
         consumers["c3"] = _subscribe(bs, group, topic, assigned, "c3")
         _produce(bs, topic, 4, 1, "c")
         _poll_until(consumers, lambda: len(received.get("c3", ())) >= 4, received)
-        time.sleep(0.2)
-        _poll_until(consumers, lambda: True, received)
+        _drain(consumers, received)
         assert sorted(v for _, _, v in received["c3"]) == [f"c-{p}-0".encode() for p in range(4)]
         assert join_s < 10
     finally:

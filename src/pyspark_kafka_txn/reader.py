@@ -84,7 +84,7 @@ logger = logging.getLogger(__name__)
 
 #: Rows per Arrow record batch yielded by ``read()`` (Spark's default Arrow batch size).
 ARROW_BATCH_ROWS = 10_000
-_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _ADMIN_TIMEOUT_S = 30.0
 #: How often the driver looks at librdkafka's error events until the cluster first answers.
 _PROBE_S = 0.5

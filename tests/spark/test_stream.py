@@ -259,3 +259,38 @@ def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset
         to_df(spark, reference_rows(bs, topic, 4)),
         ignore_row_order=True,
     )
+
+
+def test_subscribe_pattern_never_reads_internal_topics(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """As Spark's built-in source (exclude.internal.topics): a pattern that matches the
+    internal topics reads only the user's topics."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1, prefix="notinternal")
+    committed_batches(bs, topic, [[(0, b"mine")]])
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": f"g-{topic}"})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()  # __consumer_offsets and __transaction_state now exist
+    sink = Batches(spark, tmp_path / "out")
+    pattern = f"__consumer_offsets|__transaction_state|{topic}"
+    reader = (
+        spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribePattern", pattern)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        reader.writeStream.foreachBatch(sink.sink())
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    assert {r.topic for r in sink.all_rows()} == {topic}
+    assert values(sink.all_rows()) == [b"mine"]
+    assert set(end_offsets(query)[-1]) == {topic}  # no internal topic in the offsets

@@ -155,6 +155,7 @@ class Cluster:
             initial_producer_epoch=config.initial_producer_epoch,
         )
         self.scram = ScramStore(config.security.users)
+        self.internal_logs: dict[str, list[PartitionLog]] = {}
         self._log_starts: dict[str, list[int]] = {}
         if self.storage is not None:
             self._recover()
@@ -192,6 +193,8 @@ class Cluster:
                     self.coordinator_overrides[(key_type, part)] = node
             if "scram" in meta:
                 self.scram.load(meta["scram"])
+            for name in meta.get("internal_topics", ()):
+                self.use_internal_topic(name, save=False)
         self.offsets.load(self.storage.read_lines(OFFSETS_TOPIC))
         self.txn.load(self.storage.read_lines(TRANSACTION_STATE_TOPIC))
 
@@ -204,6 +207,7 @@ class Cluster:
                 "cluster_id": self.config.cluster_id,
                 "coordinators": [[k, p, n] for (k, p), n in self.coordinator_overrides.items()],
                 "scram": self.scram.to_json(),
+                "internal_topics": sorted(self.internal_logs),
                 "topics": [
                     {
                         "name": t.name,
@@ -403,14 +407,41 @@ class Cluster:
         self.notifier.fire()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
-        t = self.topics.get(topic)
+        t = self.topics.get(topic) or self.internal_topic(topic)
         if t is None or not 0 <= partition < len(t.partitions):
             return None
         return t.partitions[partition]
 
     def leader(self, topic: str, partition: int) -> int:
-        t = self.topics[topic]
+        t = self.topics.get(topic) or self.internal_topic(topic)
+        assert t is not None, topic
         return t.leaders[partition]
+
+    # --- internal topics ----------------------------------------------------------
+
+    def use_internal_topic(self, name: str, *, save: bool = True) -> None:
+        """Create ``__consumer_offsets`` or ``__transaction_state`` on first use, as Kafka
+        does (its coordinators keep their state elsewhere here: the logs stay empty)."""
+        if name in INTERNAL_TOPICS and name not in self.internal_logs:
+            self.internal_logs[name] = [
+                PartitionLog(name, p) for p in range(OFFSETS_TOPIC_PARTITIONS)
+            ]
+            if save:
+                logger.info("created internal topic %s", name)
+                self.save_meta()
+
+    def internal_topic(self, name: str) -> Topic | None:
+        """An internal topic in use, its partitions led by their coordinators' nodes."""
+        logs = self.internal_logs.get(name)
+        if logs is None:
+            return None
+        key_type = COORDINATOR_GROUP if name == OFFSETS_TOPIC else COORDINATOR_TXN
+        leaders = [
+            self.coordinator_overrides.get((key_type, p), self.node_ids[p % len(self.node_ids)])
+            for p in range(len(logs))
+        ]
+        topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"kafka-internal:{self.config.cluster_id}:{name}")
+        return Topic(name, topic_id, logs, leaders, {}, self.topic_defaults)
 
     def move_leader(self, topic: str, partition: int, node: int) -> None:
         t = self.topics[topic]

@@ -11,7 +11,9 @@ from typing import Any
 from pyspark_kafka_txn.embedded.cluster import (
     COORDINATOR_GROUP,
     COORDINATOR_TXN,
+    INTERNAL_TOPICS,
     TOPIC_CONFIG_DEFAULTS,
+    TRANSACTION_STATE_TOPIC,
     Topic,
     TopicError,
     validate_topic_config,
@@ -25,6 +27,7 @@ from pyspark_kafka_txn.embedded.dispatch import (
     ApiSpec,
     Context,
 )
+from pyspark_kafka_txn.embedded.groups import OFFSETS_TOPIC
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, ConfigType
@@ -92,7 +95,7 @@ def api_versions(ctx: Context, req: Any) -> Any:
     )
 
 
-def _topic_metadata(ctx: Context, mod: Any, topic: Topic) -> Any:
+def _topic_metadata(ctx: Context, mod: Any, topic: Topic, *, internal: bool = False) -> Any:
     cluster = ctx.cluster
     parts = []
     for index, log in enumerate(topic.partitions):
@@ -115,7 +118,7 @@ def _topic_metadata(ctx: Context, mod: Any, topic: Topic) -> Any:
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
-        is_internal=False,
+        is_internal=internal,
         partitions=tuple(parts),
         topic_authorized_operations=NO_AUTHORIZED_OPS,
     )
@@ -127,16 +130,24 @@ def metadata(ctx: Context, req: Any) -> Any:
     Behaviour: all topics for a null topic list (or an empty one in v0); unknown topics
     get UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID when asked by id) unless
     auto-creation is both enabled on the cluster and allowed by the request; partitions
-    whose leader is stopped get LEADER_NOT_AVAILABLE. Topic ids are real UUIDs. Asked for
+    whose leader is stopped get LEADER_NOT_AVAILABLE. Topic ids are real UUIDs. The
+    internal topics (``__consumer_offsets``, ``__transaction_state``: 50 partitions each,
+    led by their coordinators, ``is_internal``) are listed once used (a FindCoordinator,
+    or asked for by name), as Kafka creates them on first use; their logs are empty here
+    (the coordinators keep their state in their own structures). Asked for
     (v8+), authorized operations are every operation Kafka supports on a topic (on the
     cluster: v8-10), as Kafka answers without an authorizer. Simplifications: one replica
-    per partition; internal topics are not listed.
+    per partition.
     """
     cluster = ctx.cluster
     mod = response_module(METADATA, ctx.version)
     wanted = req.topics
     if wanted is None or (ctx.version == 0 and not wanted):
         topics = [_topic_metadata(ctx, mod, t) for t in cluster.topics.values()]
+        for name in sorted(cluster.internal_logs):
+            internal = cluster.internal_topic(name)
+            assert internal is not None
+            topics.append(_topic_metadata(ctx, mod, internal, internal=True))
     else:
         topics = []
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -153,6 +164,12 @@ def metadata(ctx: Context, req: Any) -> Any:
                     )
                     continue
                 name = found.name
+            if name in INTERNAL_TOPICS:  # created on first use, as by Kafka
+                cluster.use_internal_topic(name)
+                internal = cluster.internal_topic(name)
+                assert internal is not None
+                topics.append(_topic_metadata(ctx, mod, internal, internal=True))
+                continue
             topic = cluster.topics.get(name)
             if topic is None and allow_auto and cluster.config.auto_create_topics:
                 try:
@@ -471,6 +488,9 @@ def find_coordinator(ctx: Context, req: Any) -> Any:
             return ErrorCode.invalid_request, f"unsupported key type {key_type}", -1, "", -1
         if key_type == COORDINATOR_TXN and not key:
             return ErrorCode.invalid_request, "empty transactional id", -1, "", -1
+        cluster.use_internal_topic(
+            OFFSETS_TOPIC if key_type == COORDINATOR_GROUP else TRANSACTION_STATE_TOPIC
+        )
         node = cluster.coordinator(key_type, key)
         if node not in cluster.running:
             return ErrorCode.coordinator_not_available, None, -1, "", -1

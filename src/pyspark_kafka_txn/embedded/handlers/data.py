@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
@@ -100,6 +101,11 @@ def produce(ctx: Context, req: Any) -> Any:
         for pdata in topic.partition_data:
             code, message, base, append_time, log = whole_error, None, -1, -1, None
             record_errors: tuple[tuple[int, str], ...] = ()
+            if code is ErrorCode.none and topic.name in INTERNAL_TOPICS:
+                # Clients cannot write to internal topics (Kafka: "Cannot append to
+                # internal topic").
+                code = ErrorCode.invalid_topic_exception
+                message = f"Cannot append to internal topic {topic.name}"
             if code is ErrorCode.none:
                 code, log = _leader_error(ctx, topic.name, pdata.index)
             if code is ErrorCode.none and log is not None:

@@ -186,9 +186,11 @@ class JavaClient:
     ----------
     bootstrap_servers
         The cluster every client created by the harness connects to.
+    admin_config
+        ``KEY=VALUE`` settings of the harness's admin client (e.g. SASL).
     """
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, *admin_config: str) -> None:
         classpath = ensure_harness()
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self._proc = subprocess.Popen(
@@ -201,6 +203,7 @@ class JavaClient:
                 classpath,
                 MAIN_CLASS,
                 bootstrap_servers,
+                *admin_config,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -15,6 +15,7 @@ from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
 
 from tests.broker.clients import raw_request
+from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
 
 TOPIC_OPS = {
@@ -112,3 +113,8 @@ def test_topic_and_cluster_operations_in_raw_metadata(kafka: KafkaTarget) -> Non
         ),
     )
     assert [t.topic_authorized_operations for t in newer.topics] == [_bits(TOPIC_OPS)]
+
+
+def test_topic_operations_through_the_java_admin(kafka: KafkaTarget, java: JavaClient) -> None:
+    topic = kafka.create_topic(partitions=1, prefix="ops")
+    assert java.call("topicops", topic) == sorted(op.name for op in TOPIC_OPS)

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
 from tests.broker.clients import raw_request, txn_producer
+from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
 
 BASE_MS = 1_700_000_000_000
@@ -103,3 +104,9 @@ def test_max_timestamp_beyond_the_lso_is_not_answered_to_read_committed(
         producer.abort_transaction(30)
     # Aborted, its record still has the largest timestamp and is below the LSO now.
     assert _raw_max(bs, topic, 1) == (2, BASE_MS + 900)
+
+
+def test_max_timestamp_through_the_java_admin(kafka: KafkaTarget, java: JavaClient) -> None:
+    topic = kafka.create_topic(partitions=1, prefix="maxts")
+    _produce_one_batch(kafka.bootstrap_servers, topic, [100, 400, 250, 400, 300])
+    assert java.call("maxtimestamp", topic, 0) == [1, BASE_MS + 400]

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from tests.broker.java_client import JavaClient
 
 ADMIN = ("admin", "admin-secret")
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -146,3 +147,25 @@ def test_credentials_survive_a_restart(kafka: EmbeddedKafka) -> None:
     ) == {user: None}
     kafka.restart()
     assert _authenticates(kafka, user, "pw", "SCRAM-SHA-512")
+
+
+def test_java_admin_manages_scram_users(kafka: EmbeddedKafka) -> None:
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ADMIN[0]}" password="{ADMIN[1]}";'
+    )
+    java = JavaClient(
+        kafka.bootstrap_servers,
+        "security.protocol=SASL_PLAINTEXT",
+        "sasl.mechanism=SCRAM-SHA-512",
+        f"sasl.jaas.config={jaas}",
+    )
+    user = f"u{uuid.uuid4().hex[:6]}"
+    try:
+        java.call("scramupsert", user, "SCRAM_SHA_256", 4096, "java-pw")
+        assert java.call("scramdescribe", user) == [["SCRAM_SHA_256", 4096]]
+    finally:
+        java.close()
+    # The Java client's salted password is what librdkafka's login is checked against.
+    assert _authenticates(kafka, user, "java-pw", "SCRAM-SHA-256")
+    assert not _authenticates(kafka, user, "other", "SCRAM-SHA-256")

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
 from tests.broker.clients import consume_messages
+from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
 
 
@@ -194,3 +195,17 @@ def test_altered_configs_take_effect(kafka: KafkaTarget) -> None:
     assert stamps[b"early"] == (1, 1_000)  # CreateTime, as produced
     kind, when = stamps[b"late"]
     assert kind == 2 and when > 1_000  # LogAppendTime: the broker's clock
+
+
+def test_java_admin_alters_incrementally(kafka: KafkaTarget, java: JavaClient) -> None:
+    admin = _admin(kafka)
+    topic = _name()
+    _create(admin, topic, {"cleanup.policy": "delete"})
+    java.call("incalter", topic, "APPEND", "cleanup.policy", "compact")
+    java.call("incalter", topic, "SET", "delete.retention.ms", "1234")
+    assert java.call("topicconfig", topic, "cleanup.policy") == "delete,compact"
+    assert _describe(admin, topic)["delete.retention.ms"].value == "1234"
+    with pytest.raises(JavaClientError) as refused:
+        java.call("incalter", topic, "SET", "segment.bytes", "10")
+    assert "InvalidConfiguration" in refused.value.error + "".join(refused.value.causes)
+    assert "Value must be at least 1048576" in refused.value.message

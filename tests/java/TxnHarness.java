@@ -16,7 +16,17 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -62,6 +72,17 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code deletegroups GROUP ...} Admin deleteConsumerGroups
  *   <li>{@code deleteoffsets GROUP TOPIC PARTITION ...} Admin deleteConsumerGroupOffsets
  *   <li>{@code createpartitions TOPIC COUNT} Admin createPartitions (increaseTo)
+ *   <li>{@code topicops TOPIC} Admin describeTopics with authorized operations: sorted names
+ *   <li>{@code maxtimestamp TOPIC PARTITION} Admin listOffsets maxTimestamp: [offset, ts]
+ *   <li>{@code incalter TOPIC OP KEY VALUE} Admin incrementalAlterConfigs (OP: SET, DELETE,
+ *       APPEND, SUBTRACT)
+ *   <li>{@code topicconfig TOPIC KEY} Admin describeConfigs: the value
+ *   <li>{@code scramupsert USER MECHANISM ITERATIONS PASSWORD} Admin
+ *       alterUserScramCredentials (MECHANISM: SCRAM_SHA_256, SCRAM_SHA_512)
+ *   <li>{@code scramdescribe USER} Admin describeUserScramCredentials: [[mechanism,
+ *       iterations], ...]
+ *
+ * <p>Extra command-line arguments {@code KEY=VALUE} configure the admin client (SASL).
  * </ul>
  */
 public final class TxnHarness {
@@ -69,18 +90,23 @@ public final class TxnHarness {
   private final Map<String, KafkaProducer<String, String>> producers = new HashMap<>();
   private final Map<String, List<Future<RecordMetadata>>> pending = new HashMap<>();
   private Admin admin;
+  private final Properties adminConfig = new Properties();
 
   private TxnHarness(String bootstrap) {
     this.bootstrap = bootstrap;
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 1) {
-      System.err.println("usage: TxnHarness BOOTSTRAP_SERVERS");
+    if (args.length < 1) {
+      System.err.println("usage: TxnHarness BOOTSTRAP_SERVERS [ADMIN_KEY=VALUE ...]");
       System.exit(2);
     }
     PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     TxnHarness harness = new TxnHarness(args[0]);
+    for (int i = 1; i < args.length; i++) {
+      String[] kv = args[i].split("=", 2);
+      harness.adminConfig.put(kv[0], kv[1]);
+    }
     BufferedReader in =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     out.println("{\"ok\": true, \"result\": \"ready\"}");
@@ -173,6 +199,77 @@ public final class TxnHarness {
           }
           admin().deleteConsumerGroupOffsets(f[1], tps).all().get(20, TimeUnit.SECONDS);
           return "null";
+        }
+      case "topicops":
+        {
+          List<String> ops = new ArrayList<>();
+          for (AclOperation op :
+              admin()
+                  .describeTopics(
+                      List.of(f[1]), new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                  .allTopicNames()
+                  .get(20, TimeUnit.SECONDS)
+                  .get(f[1])
+                  .authorizedOperations()) {
+            ops.add(json(op.toString()));
+          }
+          ops.sort(null);
+          return ops.toString();
+        }
+      case "maxtimestamp":
+        {
+          TopicPartition tp = new TopicPartition(f[1], Integer.parseInt(f[2]));
+          ListOffsetsResult.ListOffsetsResultInfo info =
+              admin()
+                  .listOffsets(Map.of(tp, OffsetSpec.maxTimestamp()))
+                  .partitionResult(tp)
+                  .get(20, TimeUnit.SECONDS);
+          return "[" + info.offset() + ", " + info.timestamp() + "]";
+        }
+      case "incalter":
+        {
+          ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, f[1]);
+          AlterConfigOp op =
+              new AlterConfigOp(new ConfigEntry(f[3], f[4]), AlterConfigOp.OpType.valueOf(f[2]));
+          admin()
+              .incrementalAlterConfigs(Map.of(resource, List.of(op)))
+              .all()
+              .get(20, TimeUnit.SECONDS);
+          return "null";
+        }
+      case "topicconfig":
+        {
+          ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, f[1]);
+          Config config =
+              admin().describeConfigs(List.of(resource)).all().get(20, TimeUnit.SECONDS).get(resource);
+          return json(config.get(f[2]).value());
+        }
+      case "scramupsert":
+        admin()
+            .alterUserScramCredentials(
+                List.of(
+                    new UserScramCredentialUpsertion(
+                        f[1],
+                        new ScramCredentialInfo(
+                            org.apache.kafka.clients.admin.ScramMechanism.valueOf(f[2]),
+                            Integer.parseInt(f[3])),
+                        f[4])))
+            .all()
+            .get(20, TimeUnit.SECONDS);
+        return "null";
+      case "scramdescribe":
+        {
+          List<String> infos = new ArrayList<>();
+          for (ScramCredentialInfo info :
+              admin()
+                  .describeUserScramCredentials(List.of(f[1]))
+                  .description(f[1])
+                  .get(20, TimeUnit.SECONDS)
+                  .credentialInfos()) {
+            infos.add("[" + json(info.mechanism().toString()) + ", " + info.iterations() + "]");
+          }
+          infos.sort(null);
+          return infos.toString();
         }
       case "createpartitions":
         admin()
@@ -300,6 +397,7 @@ public final class TxnHarness {
     if (admin == null) {
       Properties props = new Properties();
       props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      props.putAll(adminConfig);
       admin = Admin.create(props);
     }
     return admin;

@@ -167,8 +167,9 @@ class ChaosFeed:
                 )
             if producer.flush(CALL_TIMEOUT_S):
                 raise RuntimeError("the feed could not deliver a stalled transaction's records")
-            # The producer hangs (a GC pause, a stuck thread) past its timeout.
-            self._stop.wait((timeout_ms + 2 * sweep_ms) / 1000)
+            # The producer hangs (a GC pause, a stuck thread) past its timeout, even if the
+            # feed is being stopped meanwhile (stop() waits for it).
+            threading.Event().wait((timeout_ms + 2 * sweep_ms) / 1000)
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
             except KafkaException as exc:

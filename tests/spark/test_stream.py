@@ -209,9 +209,8 @@ def test_other_triggers(
     assert sorted((bytes(r.value), r.offset) for r in rows) == [(b"a", 0), (b"b", 1), (b"c", 3)]
 
 
-@pytest.mark.parametrize("subscription", ["subscribe", "subscribePattern"])
 def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset(
-    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path, subscription: str
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     """As Spark's built-in source: a topic that grows is read from its new partitions' start."""
     from confluent_kafka.admin import AdminClient, NewPartitions
@@ -220,29 +219,7 @@ def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset
     topic = kafka.create_topic(partitions=2, prefix="growing")
     committed_batches(bs, topic, [[(0, b"a0"), (1, b"a1")]])
     sink = Batches(spark, tmp_path / "out")
-    pattern = {"subscribePattern": f"{topic}$"} if subscription == "subscribePattern" else {}
-
-    def run() -> StreamingQuery:
-        if not pattern:
-            return run_available_now(spark, bs, topic, tmp_path / "ckpt", sink)
-        reader = (
-            spark.readStream.format("kafka_txn")
-            .option("kafka.bootstrap.servers", bs)
-            .option("subscribePattern", pattern["subscribePattern"])
-            .option("startingOffsets", "earliest")
-            .load()
-        )
-        query = (
-            reader.writeStream.foreachBatch(sink.sink())
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120), "the AvailableNow query did not finish"
-        assert query.exception() is None, query.exception()
-        return query
-
-    run()
+    run_available_now(spark, bs, topic, tmp_path / "ckpt", sink)
     assert values(sink.all_rows()) == [b"a0", b"a1"]
 
     # The topic grows to 4 partitions (an independent admin client); the new ones get
@@ -250,7 +227,7 @@ def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_partitions([NewPartitions(topic, 4)], request_timeout=30)[topic].result(30)
     committed_batches(bs, topic, [[(2, b"b2"), (3, b"b3"), (0, b"b0")], [(3, b"c3")]])
-    second = run()
+    second = run_available_now(spark, bs, topic, tmp_path / "ckpt", sink)
     assert end_offsets(second)[-1] == {topic: {"0": 4, "1": 2, "2": 2, "3": 4}}
     everything = sink.all_rows()
     assert values(everything) == [b"a0", b"a1", b"b0", b"b2", b"b3", b"c3"]

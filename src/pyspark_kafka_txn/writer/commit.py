@@ -62,7 +62,7 @@ from pyspark_kafka_txn.writer.lingering import (
     find_open_transactions,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage
-from pyspark_kafka_txn.writer.task import OPEN_STATES, connect, read_marker
+from pyspark_kafka_txn.writer.task import connect, holds_open, read_marker
 
 __all__ = ["abort_batch", "abort_lingering", "commit_batch"]
 
@@ -228,13 +228,7 @@ def _none_committed(
     described = describe_transactions(cluster, list(tids.values()))
     for partition, handle in handles.items():
         txn = described.get(tids[partition])
-        if txn is not None and txn.state == "PrepareCommit":
-            return False
-        if (
-            txn is not None
-            and txn.state in OPEN_STATES
-            and (txn.producer_id, txn.producer_epoch) == (handle.producer_id, handle.producer_epoch)
-        ):
+        if (txn is not None and txn.state == "PrepareCommit") or holds_open(txn, handle):
             return False
         if read_marker(cluster, tids[partition], stable=False) == batch:
             return False

@@ -180,15 +180,7 @@ def write_decision(
     chunks = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
     for k, chunk in enumerate(chunks, start=1):
         commit_offsets(cluster, _chunk_group(prefix, query_id, slot, k), {anchor: (batch, chunk)})
-    now = int(time.time() * 1000)
-    if previous is not None and previous.time_ms >= now:
-        now = previous.time_ms + 1  # the header with the larger (batch, time) wins
-    header = json.dumps(
-        {"f": _FORMAT, "b": batch, "n": len(chunks), "s": slot, "t": now,
-         "c": zlib.crc32(text.encode())},
-        separators=(",", ":"),
-    )  # fmt: skip
-    commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
+    now = _write_header(cluster, prefix, query_id, batch, slot, anchor, previous, text, len(chunks))
     return Decision(batch, dict(handles), slot, anchor, now)
 
 
@@ -200,15 +192,37 @@ def withdraw_decision(
     Only for a decision none of whose transactions committed or can still commit (the
     caller checks): a newer header for the same batch, without handles.
     """
+    batch, slot, anchor = decision.batch, decision.slot, decision.anchor
+    now = _write_header(cluster, prefix, query_id, batch, slot, anchor, decision, "", 0, True)
+    return Decision(batch, {}, slot, anchor, now, withdrawn=True)
+
+
+def _write_header(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    batch: int,
+    slot: int,
+    anchor: tuple[str, int],
+    previous: Decision | None,
+    text: str,
+    chunks: int,
+    withdrawn: bool = False,
+) -> int:
+    """Commit the header of a decision (or of its withdrawal); return its time.
+
+    The time is later than ``previous``'s, so the header with the larger (batch, time)
+    wins when they are read back.
+    """
     now = int(time.time() * 1000)
-    if decision.time_ms >= now:
-        now = decision.time_ms + 1
-    header = json.dumps(
-        {"f": _FORMAT, "b": decision.batch, "n": 0, "s": decision.slot, "t": now,
-         "c": zlib.crc32(b""), "x": 1},
-        separators=(",", ":"),
-    )  # fmt: skip
-    commit_offsets(
-        cluster, decision_group(prefix, query_id), {decision.anchor: (decision.batch, header)}
-    )
-    return Decision(decision.batch, {}, decision.slot, decision.anchor, now, withdrawn=True)
+    if previous is not None and previous.time_ms >= now:
+        now = previous.time_ms + 1
+    fields: dict[str, int] = {
+        "f": _FORMAT, "b": batch, "n": chunks, "s": slot, "t": now,
+        "c": zlib.crc32(text.encode()),
+    }  # fmt: skip
+    if withdrawn:
+        fields["x"] = 1
+    header = json.dumps(fields, separators=(",", ":"))
+    commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
+    return now

@@ -27,7 +27,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_kafka_txn.client.admin import describe_transactions, fetch_offsets
+from pyspark_kafka_txn.client.admin import (
+    TransactionDescription,
+    describe_transactions,
+    fetch_offsets,
+)
 from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.errors import KafkaTxnError
 from pyspark_kafka_txn.client.metadata import ClusterClient
@@ -38,7 +42,7 @@ from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
 
-__all__ = ["OPEN_STATES", "TaskIdentity", "connect", "read_marker", "write_task"]
+__all__ = ["OPEN_STATES", "TaskIdentity", "connect", "holds_open", "read_marker", "write_task"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,16 @@ def connect(options: WriterOptions) -> ClusterClient:
     config = ConnectionConfig(client_id="pyspark-kafka-txn-writer", security=options.security())
     return ClusterClient(
         options.bootstrap_servers, config, retry_timeout_s=options.max_block_ms / 1000
+    )
+
+
+def holds_open(described: TransactionDescription | None, handle: Handle) -> bool:
+    """Whether ``handle``'s own transaction (same producer id and epoch) is still open."""
+    return (
+        described is not None
+        and described.state in OPEN_STATES
+        and (described.producer_id, described.producer_epoch)
+        == (handle.producer_id, handle.producer_epoch)
     )
 
 
@@ -163,12 +177,7 @@ def _replayed(
         log.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
         return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
     described = describe_transactions(cluster, [tid])[tid]
-    if (
-        described is not None
-        and described.state in OPEN_STATES
-        and (described.producer_id, described.producer_epoch)
-        == (recorded.producer_id, recorded.producer_epoch)
-    ):
+    if holds_open(described, recorded):
         log.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
         return TaskMessage(who.query_id, who.batch, who.partition, PENDING, handle=recorded)
     closed = described is None or described.state not in OPEN_STATES

@@ -42,6 +42,8 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_TOPIC_NAME = 249
 COORDINATOR_GROUP = 0
 COORDINATOR_TXN = 1
+#: The coordinator key type whose state each internal topic holds.
+_INTERNAL_KEY_TYPE = {OFFSETS_TOPIC: COORDINATOR_GROUP, TRANSACTION_STATE_TOPIC: COORDINATOR_TXN}
 
 #: Every Kafka 4.x topic config with its default (:mod:`.topic_config`).
 TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
@@ -407,22 +409,24 @@ class Cluster:
         self.notifier.fire()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
-        t = self.topics.get(topic) or self.internal_topic(topic)
-        if t is None or not 0 <= partition < len(t.partitions):
+        t = self.topics.get(topic)
+        logs = t.partitions if t is not None else self.internal_logs.get(topic)
+        if logs is None or not 0 <= partition < len(logs):
             return None
-        return t.partitions[partition]
+        return logs[partition]
 
     def leader(self, topic: str, partition: int) -> int:
-        t = self.topics.get(topic) or self.internal_topic(topic)
-        assert t is not None, topic
+        t = self.topics.get(topic)
+        if t is None:  # an internal topic: its partitions are led by their coordinators
+            return self.coordinator_of_partition(_INTERNAL_KEY_TYPE[topic], partition)
         return t.leaders[partition]
 
     # --- internal topics ----------------------------------------------------------
 
     def use_internal_topic(self, name: str, *, save: bool = True) -> None:
-        """Create ``__consumer_offsets`` or ``__transaction_state`` on first use, as Kafka
+        """``__consumer_offsets`` or ``__transaction_state``, created on first use as Kafka
         does (its coordinators keep their state elsewhere here: the logs stay empty)."""
-        if name in INTERNAL_TOPICS and name not in self.internal_logs:
+        if name not in self.internal_logs:
             self.internal_logs[name] = [
                 PartitionLog(name, p) for p in range(OFFSETS_TOPIC_PARTITIONS)
             ]
@@ -430,16 +434,11 @@ class Cluster:
                 logger.info("created internal topic %s", name)
                 self.save_meta()
 
-    def internal_topic(self, name: str) -> Topic | None:
+    def internal_topic(self, name: str) -> Topic:
         """An internal topic in use, its partitions led by their coordinators' nodes."""
-        logs = self.internal_logs.get(name)
-        if logs is None:
-            return None
-        key_type = COORDINATOR_GROUP if name == OFFSETS_TOPIC else COORDINATOR_TXN
-        leaders = [
-            self.coordinator_overrides.get((key_type, p), self.node_ids[p % len(self.node_ids)])
-            for p in range(len(logs))
-        ]
+        logs = self.internal_logs[name]
+        key_type = _INTERNAL_KEY_TYPE[name]
+        leaders = [self.coordinator_of_partition(key_type, p) for p in range(len(logs))]
         topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"kafka-internal:{self.config.cluster_id}:{name}")
         return Topic(name, topic_id, logs, leaders, {}, self.topic_defaults)
 
@@ -457,7 +456,12 @@ class Cluster:
 
     def coordinator(self, key_type: int, key: str) -> int:
         """Node id of the group (0) or transaction (1) coordinator of ``key``."""
-        part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        return self.coordinator_of_partition(
+            key_type, coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        )
+
+    def coordinator_of_partition(self, key_type: int, part: int) -> int:
+        """Node id leading partition ``part`` of the internal topic of ``key_type``."""
         node = self.coordinator_overrides.get((key_type, part))
         if node is not None:
             return node

@@ -160,6 +160,7 @@ def credential_from_salted(
 #: SCRAM mechanisms by their ScramMechanism code in the admin APIs, with their hashes.
 SCRAM_MECHANISM_CODES = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
 SCRAM_MAX_ITERATIONS = 16384
+_SCRAM_HASHES = dict(SCRAM_MECHANISM_CODES.values())  # mechanism name -> hashlib name
 
 
 class ScramStore:
@@ -300,8 +301,7 @@ class Authenticator:
             return None
         if name == "PLAIN":
             return PlainMechanism(self.security.users)
-        hash_name = "sha256" if name == "SCRAM-SHA-256" else "sha512"
-        return ScramMechanism(self._scram.setdefault(name, {}), hash_name)
+        return ScramMechanism(self._scram.setdefault(name, {}), _SCRAM_HASHES[name])
 
 
 @dataclass(slots=True)

@@ -145,9 +145,7 @@ def metadata(ctx: Context, req: Any) -> Any:
     if wanted is None or (ctx.version == 0 and not wanted):
         topics = [_topic_metadata(ctx, mod, t) for t in cluster.topics.values()]
         for name in sorted(cluster.internal_logs):
-            internal = cluster.internal_topic(name)
-            assert internal is not None
-            topics.append(_topic_metadata(ctx, mod, internal, internal=True))
+            topics.append(_topic_metadata(ctx, mod, cluster.internal_topic(name), internal=True))
     else:
         topics = []
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -166,9 +164,9 @@ def metadata(ctx: Context, req: Any) -> Any:
                 name = found.name
             if name in INTERNAL_TOPICS:  # created on first use, as by Kafka
                 cluster.use_internal_topic(name)
-                internal = cluster.internal_topic(name)
-                assert internal is not None
-                topics.append(_topic_metadata(ctx, mod, internal, internal=True))
+                topics.append(
+                    _topic_metadata(ctx, mod, cluster.internal_topic(name), internal=True)
+                )
                 continue
             topic = cluster.topics.get(name)
             if topic is None and allow_auto and cluster.config.auto_create_topics:
@@ -557,7 +555,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
         code, message = ErrorCode.none, None
         values: dict[str, str] = {}
         explicit: set[str] = set()
-        if res.resource_type == 2:
+        if res.resource_type == TOPIC_RESOURCE:
             topic = cluster.topics.get(res.resource_name)
             if topic is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -565,7 +563,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
             else:
                 values = {k: topic.config_value(k) for k in TOPIC_CONFIG_DEFAULTS}
                 explicit = set(topic.config)
-        elif res.resource_type == 4:
+        elif res.resource_type == BROKER_RESOURCE:
             if res.resource_name not in ("", *(str(n) for n in cluster.node_ids)):
                 code, message = ErrorCode.invalid_request, f"unknown broker {res.resource_name!r}"
             else:
@@ -581,11 +579,11 @@ def describe_configs(ctx: Context, req: Any) -> Any:
                 mod.DescribeConfigsResourceResult,
                 name=k,
                 value=v,
-                read_only=res.resource_type == 4,
+                read_only=res.resource_type == BROKER_RESOURCE,
                 config_source=(1 if k in explicit else 5),
                 is_sensitive=False,
                 synonyms=(),
-                config_type=(TOPIC_CONFIGS[k].type if res.resource_type == 2 else 0),
+                config_type=(TOPIC_CONFIGS[k].type if res.resource_type == TOPIC_RESOURCE else 0),
                 documentation=None,
             )
             for k, v in sorted(values.items())

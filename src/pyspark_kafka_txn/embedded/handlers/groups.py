@@ -191,7 +191,7 @@ def offset_delete(ctx: Context, req: Any) -> Any:
     if top is ErrorCode.none and cluster.membership.group(group) is None:
         top = ErrorCode.group_id_not_found
     if top is not ErrorCode.none:
-        return build(mod.OffsetDeleteResponse, error_code=top, throttle_time=NO_THROTTLE, topics=())
+        return _offset_delete_error(ctx, req, top)
     topics = []
     for topic in req.topics:
         subscribed = cluster.membership.subscribes_to(group, topic.name)

@@ -280,3 +280,14 @@ def kcat_consume(kcat: str, bs: str, topic: str, isolation: str) -> list[dict[st
     )
     records = [json.loads(line) for line in out.splitlines() if line.strip()]
     return sorted(records, key=lambda r: (r["partition"], r["offset"]))
+
+
+def sasl_conf(bootstrap: str, mechanism: str, user: str, password: str) -> dict[str, str]:
+    """librdkafka settings of a SASL_PLAINTEXT client."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from tests.broker.clients import sasl_conf
 from tests.broker.java_client import JavaClient
 
 ADMIN = ("admin", "admin-secret")
@@ -33,13 +34,7 @@ HANG_S = 60.0  # hang detector, never a timing assertion
 
 
 def _conf(kafka: EmbeddedKafka, user: str, password: str, mechanism: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
+    return dict(sasl_conf(kafka.bootstrap_servers, mechanism, user, password))
 
 
 def _admin(kafka: EmbeddedKafka) -> AdminClient:

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import consume_all, txn_producer
+from tests.broker.clients import consume_all, sasl_conf, txn_producer
 
 USERS = {"alice": "alice-secret", "bob": "b0b,=pass"}
 
@@ -80,13 +80,7 @@ def mtls_kafka(tls_files: dict[str, Path]) -> Iterator[EmbeddedKafka]:
 
 
 def _sasl_conf(kafka: EmbeddedKafka, mechanism: str, user: str, password: str) -> dict[str, str]:
-    return {
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
+    return sasl_conf(kafka.bootstrap_servers, mechanism, user, password)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])

@@ -27,9 +27,12 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
-from tests.broker.clients import consume_messages
+from tests.broker.clients import consume_messages, first_address, raw_request
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
 
@@ -209,3 +212,37 @@ def test_java_admin_alters_incrementally(kafka: KafkaTarget, java: JavaClient) -
         java.call("incalter", topic, "SET", "segment.bytes", "10")
     assert "InvalidConfiguration" in refused.value.error + "".join(refused.value.causes)
     assert "Value must be at least 1048576" in refused.value.message
+
+
+def test_group_configs_are_described_by_librdkafka_and_java(
+    kafka: KafkaTarget, java: JavaClient
+) -> None:
+    """DescribeConfigs for a GROUP resource (type 32) reports Kafka 4.0's group config
+    defaults, for any group name; an empty group name is INVALID_REQUEST."""
+    expected = {
+        "consumer.heartbeat.interval.ms": "5000",
+        "consumer.session.timeout.ms": "45000",
+        "share.heartbeat.interval.ms": "5000",
+        "share.record.lock.duration.ms": "30000",
+        "share.session.timeout.ms": "45000",
+    }
+    admin = _admin(kafka)
+    resource = ConfigResource(ConfigResource.Type.GROUP, f"grp-{uuid.uuid4().hex[:8]}")
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert {k: v.value for k, v in described.items()} == expected
+    assert {v.source for v in described.values()} == {ConfigSource.DEFAULT_CONFIG.value}
+    assert java.call("groupconfig", f"grp-{uuid.uuid4().hex[:8]}") == expected
+    # librdkafka refuses an empty name before sending; the raw request shows the broker's.
+    mod: Any = load_payload_module(32, 4, EntityType.request)
+    body = mod.DescribeConfigsRequest(
+        resources=(
+            mod.DescribeConfigsResource(
+                resource_type=32, resource_name="", configuration_keys=None
+            ),
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    [result] = raw_request(first_address(kafka.bootstrap_servers), 32, 4, body).results
+    assert result.error_code == ErrorCode.invalid_request
+    assert result.error_message == "Group name must not be empty"

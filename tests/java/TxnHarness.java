@@ -77,6 +77,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code incalter TOPIC OP KEY VALUE} Admin incrementalAlterConfigs (OP: SET, DELETE,
  *       APPEND, SUBTRACT)
  *   <li>{@code topicconfig TOPIC KEY} Admin describeConfigs: the value
+ *   <li>{@code groupconfig GROUP} Admin describeConfigs of a GROUP resource: {name: value}
  *   <li>{@code scramupsert USER MECHANISM ITERATIONS PASSWORD} Admin
  *       alterUserScramCredentials (MECHANISM: SCRAM_SHA_256, SCRAM_SHA_512)
  *   <li>{@code scramdescribe USER} Admin describeUserScramCredentials: [[mechanism,
@@ -243,6 +244,17 @@ public final class TxnHarness {
           Config config =
               admin().describeConfigs(List.of(resource)).all().get(20, TimeUnit.SECONDS).get(resource);
           return json(config.get(f[2]).value());
+        }
+      case "groupconfig":
+        {
+          ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, f[1]);
+          Config config =
+              admin().describeConfigs(List.of(resource)).all().get(20, TimeUnit.SECONDS).get(resource);
+          List<String> pairs = new ArrayList<>();
+          config.entries().stream()
+              .sorted((a, b) -> a.name().compareTo(b.name()))
+              .forEach(e -> pairs.add(json(e.name()) + ": " + json(e.value())));
+          return "{" + String.join(", ", pairs) + "}";
         }
       case "scramupsert":
         admin()

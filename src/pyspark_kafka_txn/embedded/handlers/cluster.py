@@ -35,7 +35,17 @@ from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, ConfigType
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 37
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
+_INT_CONFIG = 3  # DescribeConfigs' ConfigType for INT
+# Kafka 4.0's group configs (GroupConfig) and their defaults, which a group without
+# overrides reports: the KIP-848 consumer and KIP-932 share group settings.
+GROUP_CONFIG_DEFAULTS = {
+    "consumer.heartbeat.interval.ms": "5000",
+    "consumer.session.timeout.ms": "45000",
+    "share.heartbeat.interval.ms": "5000",
+    "share.record.lock.duration.ms": "30000",
+    "share.session.timeout.ms": "45000",
+}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -541,12 +551,21 @@ def _broker_configs(ctx: Context) -> dict[str, str]:
     }
 
 
+def _config_type(resource_type: int, name: str) -> int:
+    if resource_type == TOPIC_RESOURCE:
+        return TOPIC_CONFIGS[name].type
+    return _INT_CONFIG if resource_type == GROUP_RESOURCE else 0
+
+
 def describe_configs(ctx: Context, req: Any) -> Any:
     """DescribeConfigs v1-4.
 
-    Behaviour: topic (type 2) and broker (type 4) resources; unknown topics get
-    UNKNOWN_TOPIC_OR_PARTITION, unknown brokers or types INVALID_REQUEST; a non-null key
-    list restricts the answer. Simplifications: no synonyms, no documentation.
+    Behaviour: topic (type 2), broker (type 4) and group (type 32) resources; unknown
+    topics get UNKNOWN_TOPIC_OR_PARTITION, unknown brokers, an empty group name or other
+    types INVALID_REQUEST; any group name, existing or not, reports Kafka 4.0's group
+    config defaults (as Kafka does for a group without overrides); a non-null key list
+    restricts the answer. Simplifications: no synonyms, no documentation, no group
+    config overrides.
     """
     cluster = ctx.cluster
     mod = response_module(DESCRIBE_CONFIGS, ctx.version)
@@ -568,6 +587,11 @@ def describe_configs(ctx: Context, req: Any) -> Any:
                 code, message = ErrorCode.invalid_request, f"unknown broker {res.resource_name!r}"
             else:
                 values = _broker_configs(ctx)
+        elif res.resource_type == GROUP_RESOURCE:
+            if not res.resource_name:
+                code, message = ErrorCode.invalid_request, "Group name must not be empty"
+            else:
+                values = dict(GROUP_CONFIG_DEFAULTS)
         else:
             code, message = (
                 ErrorCode.invalid_request,
@@ -583,7 +607,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
                 config_source=(1 if k in explicit else 5),
                 is_sensitive=False,
                 synonyms=(),
-                config_type=(TOPIC_CONFIGS[k].type if res.resource_type == TOPIC_RESOURCE else 0),
+                config_type=_config_type(res.resource_type, k),
                 documentation=None,
             )
             for k, v in sorted(values.items())

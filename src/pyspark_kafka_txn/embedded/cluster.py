@@ -13,7 +13,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import Authorizer
 from pyspark_kafka_txn.embedded.config import (
     DEFAULT_TIMESTAMP_AFTER_MAX_MS,
     DEFAULT_TIMESTAMP_BEFORE_MAX_MS,
@@ -157,6 +159,15 @@ class Cluster:
             initial_producer_epoch=config.initial_producer_epoch,
         )
         self.scram = ScramStore(config.security.users)
+        self.authorizer = (
+            Authorizer(
+                config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            if config.authorizer
+            else None
+        )
+        self._dormant_acls: list[Any] = []  # kept while a restart runs without ACLs
         self.internal_logs: dict[str, list[PartitionLog]] = {}
         self._log_starts: dict[str, list[int]] = {}
         if self.storage is not None:
@@ -195,17 +206,24 @@ class Cluster:
                     self.coordinator_overrides[(key_type, part)] = node
             if "scram" in meta:
                 self.scram.load(meta["scram"])
+            self._dormant_acls = meta.get("acls", [])
+            if self.authorizer is not None:
+                self.authorizer.load(self._dormant_acls)
             for name in meta.get("internal_topics", ()):
                 self.use_internal_topic(name, save=False)
         self.offsets.load(self.storage.read_lines(OFFSETS_TOPIC))
         self.txn.load(self.storage.read_lines(TRANSACTION_STATE_TOPIC))
 
     def save_meta(self) -> None:
-        """Persist the cluster's metadata (topics, coordinators, SCRAM credentials)."""
+        """Persist the cluster's metadata (topics, coordinators, SCRAM credentials, ACLs)."""
         if self.storage is None:
             return
         self.storage.save_meta(
             {
+                # ACLs outlive a restart without the authorizer, as Kafka's metadata does.
+                "acls": (
+                    self.authorizer.to_json() if self.authorizer is not None else self._dormant_acls
+                ),
                 "cluster_id": self.config.cluster_id,
                 "coordinators": [[k, p, n] for (k, p), n in self.coordinator_overrides.items()],
                 "scram": self.scram.to_json(),

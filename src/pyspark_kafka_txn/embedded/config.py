@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark_kafka_txn.embedded.acl import check_principal
 from pyspark_kafka_txn.embedded.security import ListenerSecurity
 from pyspark_kafka_txn.embedded.txn import check_initial_producer_epoch
 
@@ -60,6 +61,16 @@ class ClusterConfig:
         ``log.message.timestamp.after.max.ms`` (default one hour, Kafka 4.0+, KIP-1030):
         on CreateTime topics a record timestamp outside ``[now - before, now + after]``
         fails its batch with INVALID_TIMESTAMP.
+    authorizer
+        Enable the ACL authorizer (Kafka's StandardAuthorizer, ``authorizer.class.name``):
+        every request is checked against the cluster's ACLs, managed with CreateAcls,
+        DescribeAcls and DeleteAcls and persisted with the data directory. Off by
+        default: everything is allowed and the ACL APIs answer SECURITY_DISABLED.
+    super_users
+        ``super.users``: principals (``User:name``) allowed everything.
+    allow_everyone_if_no_acl_found
+        ``allow.everyone.if.no.acl.found``: allow requests on resources no ACL is bound
+        to (off, as in Kafka).
     initial_producer_epoch
         Test aid, no Kafka setting: the epoch at which a newly allocated producer id of a
         transactional id starts (InitProducerId for a new transactional id, and the new
@@ -87,6 +98,9 @@ class ClusterConfig:
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
     log_message_timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
     log_message_timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
     initial_producer_epoch: int = 0
 
     def __post_init__(self) -> None:
@@ -101,3 +115,5 @@ class ClusterConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         check_initial_producer_epoch(self.initial_producer_epoch)
+        for principal in self.super_users:
+            check_principal(principal)

@@ -8,11 +8,13 @@ a client can only negotiate versions that have a handler.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.security import ANONYMOUS
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.embedded.cluster import Cluster
@@ -21,25 +23,31 @@ if TYPE_CHECKING:
 NO_THROTTLE = datetime.timedelta(0)
 # authorized_operations when the client did not ask for them (Kafka's INT32_MIN)
 NO_AUTHORIZED_OPS = -(2**31)
-# Kafka's AclOperation codes.
-_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
-_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+_OP = Operation
+# Every operation Kafka 4.x supports on a resource type (AclEntry.supportedOperations):
+# what authorized_operations reports without an authorizer, and what it checks with one.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        _OP.READ, _OP.WRITE, _OP.CREATE, _OP.DESCRIBE, _OP.DELETE, _OP.ALTER,
+        _OP.DESCRIBE_CONFIGS, _OP.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        _OP.READ, _OP.DESCRIBE, _OP.DELETE, _OP.DESCRIBE_CONFIGS, _OP.ALTER_CONFIGS
+    ),
+    ResourceType.CLUSTER: (
+        _OP.CREATE, _OP.CLUSTER_ACTION, _OP.DESCRIBE_CONFIGS, _OP.ALTER_CONFIGS,
+        _OP.IDEMPOTENT_WRITE, _OP.ALTER, _OP.DESCRIBE,
+    ),
+}  # fmt: skip
 
 
-def _bits(*operations: int) -> int:
+def _bits(operations: Iterable[Operation]) -> int:
     return sum(1 << op for op in operations)
 
 
-# What each resource type allows when no authorizer is configured: every operation Kafka
-# 4.x supports on it (AclEntry.supportedOperations), as a bit field of operation codes.
-TOPIC_AUTHORIZED_OPS = _bits(
-    _READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER, _DESCRIBE_CONFIGS, _ALTER_CONFIGS
-)
-GROUP_AUTHORIZED_OPS = _bits(_READ, _DESCRIBE, _DELETE, _DESCRIBE_CONFIGS, _ALTER_CONFIGS)
-CLUSTER_AUTHORIZED_OPS = _bits(
-    _CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
-    _DESCRIBE,
-)  # fmt: skip
+TOPIC_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.TOPIC])
+GROUP_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.GROUP])
+CLUSTER_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,41 @@ class Context:
     client_id: str | None
     apis: dict[int, ApiSpec]
     session: Session | None = None
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal if self.session is not None else ANONYMOUS
+
+    @property
+    def host(self) -> str:
+        return self.session.host if self.session is not None else ""
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the request's principal may perform ``operation`` on the resource
+        (always, when the cluster has no authorizer)."""
+        authorizer = self.cluster.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.principal, self.host, operation, resource_type, name
+        )
+
+    def allowed_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the principal may perform ``operation`` on some resource of the type
+        (Kafka's authorizeByResourceType)."""
+        authorizer = self.cluster.authorizer
+        return authorizer is None or authorizer.authorize_any(
+            self.principal, self.host, operation, resource_type
+        )
+
+    def cluster_allowed(self, operation: Operation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit field of supported operations the principal may perform on the
+        resource (Metadata's and DescribeGroups' authorized operations)."""
+        supported = SUPPORTED_OPERATIONS[resource_type]
+        if self.cluster.authorizer is None:
+            return _bits(supported)
+        return _bits(op for op in supported if self.allowed(op, resource_type, name))
 
 
 Handler = Callable[[Context, Any], Any | Awaitable[Any]]

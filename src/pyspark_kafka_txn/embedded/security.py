@@ -28,6 +28,19 @@ logger = logging.getLogger(__name__)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_ITERATIONS = 4096
+ANONYMOUS = "User:ANONYMOUS"
+# X.500 attribute keywords of RFC 2253 (as Java's X500Principal writes them).
+_RFC2253_KEYWORDS = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
 
 
 class SaslAuthenticationError(Exception):
@@ -98,6 +111,8 @@ class ListenerSecurity:
 
 class SaslMechanism(Protocol):
     """Server side of one SASL exchange."""
+
+    user: str | None  # the authenticated user once the exchange completed
 
     def step(self, token: bytes) -> tuple[bytes, bool]:
         """Process a client token; return (server token, exchange complete)."""
@@ -314,8 +329,46 @@ class Session:
     mechanism_name: str = ""
     raw_tokens: bool = False  # after SaslHandshake v0
     close_after_response: bool = False
-    principal: str | None = None
+    principal: str = ANONYMOUS
+    host: str = ""  # the client's address, as ACL hosts name it
 
     @property
     def needs_auth(self) -> bool:
         return self.authenticator.required and not self.authenticated
+
+    def complete(self) -> None:
+        """The SASL exchange succeeded: the connection acts as ``User:<name>``."""
+        assert self.mechanism is not None and self.mechanism.user is not None
+        self.authenticated = True
+        self.principal = f"User:{self.mechanism.user}"
+
+
+def _rfc2253_escape(value: str) -> str:
+    escaped = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+    if escaped.startswith((" ", "#")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def certificate_principal(peercert: Mapping[str, object] | None) -> str | None:
+    """``User:`` and the RFC 2253 distinguished name of a verified client certificate.
+
+    Kafka's default principal builder names a TLS client by its certificate's subject
+    as ``X500Principal.getName()`` writes it: most specific RDN first (``CN=...,O=...``),
+    with RFC 2253 escaping. ``peercert`` is :meth:`ssl.SSLSocket.getpeercert`'s answer;
+    None (no certificate) gives None. Attributes without an RFC 2253 keyword keep
+    Python's attribute name (Kafka would write their OID).
+    """
+    subject = peercert.get("subject") if peercert else None
+    if not isinstance(subject, tuple) or not subject:
+        return None
+    rdns = []
+    for rdn in reversed(subject):
+        rdns.append(
+            "+".join(
+                f"{_RFC2253_KEYWORDS.get(key, key)}={_rfc2253_escape(value)}" for key, value in rdn
+            )
+        )
+    return "User:" + ",".join(rdns)

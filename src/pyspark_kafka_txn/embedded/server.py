@@ -39,7 +39,12 @@ from pyspark_kafka_txn.embedded.protocol import (
     peek_header,
     response_module,
 )
-from pyspark_kafka_txn.embedded.security import Authenticator, SaslAuthenticationError, Session
+from pyspark_kafka_txn.embedded.security import (
+    Authenticator,
+    SaslAuthenticationError,
+    Session,
+    certificate_principal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +230,11 @@ class BrokerServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         session = Session(self._authenticator)
+        peer = writer.get_extra_info("peername")
+        session.host = peer[0] if isinstance(peer, tuple) else ""
+        tls_principal = certificate_principal(writer.get_extra_info("peercert"))
+        if tls_principal is not None:
+            session.principal = tls_principal
         try:
             while True:
                 size_bytes = await reader.readexactly(4)
@@ -262,7 +272,8 @@ class BrokerServer:
         except SaslAuthenticationError as exc:
             logger.info("SASL/%s authentication failed: %s", session.mechanism_name, exc)
             raise _CloseConnectionError from exc
-        session.authenticated = done
+        if done:
+            session.complete()
         return struct.pack(">i", len(answer)) + answer
 
     def _spec_for(self, api_key: int, version: int, session: Session) -> ApiSpec:

@@ -11,7 +11,7 @@ import dataclasses
 
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec
-from pyspark_kafka_txn.embedded.handlers import cluster, data, groups, membership, sasl, txn
+from pyspark_kafka_txn.embedded.handlers import acls, cluster, data, groups, membership, sasl, txn
 
 APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
@@ -22,6 +22,7 @@ APIS: dict[int, ApiSpec] = {
         *groups.SPECS,
         *membership.SPECS,
         *sasl.SPECS,
+        *acls.SPECS,
     )
 }
 """The APIs of a default cluster (a default Kafka 4.3 broker: InitProducerId v0-5)."""

@@ -89,7 +89,7 @@ def sasl_authenticate(ctx: Context, req: Any) -> Any:
             session_lifetime=datetime.timedelta(0),
         )
     if done:
-        session.authenticated = True
+        session.complete()
     return build(
         mod.SaslAuthenticateResponse,
         error_code=ErrorCode.none,

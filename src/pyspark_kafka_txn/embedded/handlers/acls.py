@@ -1,0 +1,212 @@
+"""ACL APIs: CreateAcls, DescribeAcls and DeleteAcls.
+
+Served at v1-3, as Kafka 4.x (which removed v0, KIP-896). Without an authorizer every
+answer is SECURITY_DISABLED "No Authorizer is configured.", as Kafka's. Creating and
+deleting need ALTER on the cluster, describing DESCRIBE on the cluster; otherwise
+CLUSTER_AUTHORIZATION_FAILED. A change is persisted with the cluster's metadata at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pyspark_kafka_txn.embedded.acl import (
+    AclBinding,
+    AclFilter,
+    Authorizer,
+    InvalidAclError,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+_NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _enum(kind: Any, code: int) -> Any:
+    """The enum member of a wire code; codes Kafka does not know read as UNKNOWN (0)."""
+    try:
+        return kind(code)
+    except ValueError:
+        return kind(0)
+
+
+def _refusal(ctx: Context, operation: Operation) -> tuple[ErrorCode, str | None]:
+    """Why the request may not run: no authorizer, or the principal lacks the right."""
+    if ctx.cluster.authorizer is None:
+        return ErrorCode.security_disabled, _NO_AUTHORIZER
+    if not ctx.cluster_allowed(operation):
+        return ErrorCode.cluster_authorization_failed, None
+    return ErrorCode.none, None
+
+
+def _filter(entry: Any) -> AclFilter:
+    return AclFilter(
+        resource_type=_enum(ResourceType, entry.resource_type_filter),
+        resource_name=entry.resource_name_filter,
+        pattern_type=_enum(PatternType, entry.pattern_type_filter),
+        principal=entry.principal_filter,
+        host=entry.host_filter,
+        operation=_enum(Operation, entry.operation),
+        permission=_enum(Permission, entry.permission_type),
+    )
+
+
+def create_acls(ctx: Context, req: Any) -> Any:
+    """CreateAcls v1-3.
+
+    Behaviour: each creation is checked as Kafka's AclControlManager does (resource type,
+    LITERAL or PREFIXED pattern, operation, permission, non-empty name, ``kafka-cluster``
+    as the only CLUSTER name, a ``Type:name`` principal); an invalid one gets
+    INVALID_REQUEST with the reason while the others are created. Creating an existing
+    ACL succeeds and changes nothing.
+    """
+    mod = response_module(CREATE_ACLS, ctx.version)
+    code, message = _refusal(ctx, Operation.ALTER)
+    results = []
+    authorizer = ctx.cluster.authorizer
+    for creation in req.creations:
+        error, text = code, message
+        if code is ErrorCode.none:
+            assert authorizer is not None
+            error, text = _create_one(authorizer, creation)
+        results.append(build(mod.AclCreationResult, error_code=error, error_message=text))
+    if code is ErrorCode.none and req.creations:
+        ctx.cluster.save_meta()
+    return build(mod.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _create_one(authorizer: Authorizer, creation: Any) -> tuple[ErrorCode, str | None]:
+    try:
+        authorizer.add(
+            AclBinding(
+                resource_type=_enum(ResourceType, creation.resource_type),
+                resource_name=creation.resource_name,
+                pattern_type=_enum(PatternType, creation.resource_pattern_type),
+                principal=creation.principal,
+                host=creation.host,
+                operation=_enum(Operation, creation.operation),
+                permission=_enum(Permission, creation.permission_type),
+            )
+        )
+    except InvalidAclError as exc:
+        return ErrorCode.invalid_request, str(exc)
+    return ErrorCode.none, None
+
+
+def describe_acls(ctx: Context, req: Any) -> Any:
+    """DescribeAcls v1-3.
+
+    Behaviour: the ACLs matching the filter (ANY, MATCH, LITERAL or PREFIXED patterns;
+    null strings and ANY codes match everything), grouped by resource pattern; a filter
+    with an UNKNOWN code is INVALID_REQUEST.
+    """
+    mod = response_module(DESCRIBE_ACLS, ctx.version)
+    code, message = _refusal(ctx, Operation.DESCRIBE)
+    resources: tuple[Any, ...] = ()
+    if code is ErrorCode.none:
+        assert ctx.cluster.authorizer is not None
+        acl_filter = _filter(req)
+        try:
+            acl_filter.check()
+        except InvalidAclError as exc:
+            code, message = ErrorCode.invalid_request, str(exc)
+        else:
+            resources = _grouped(mod, ctx.cluster.authorizer.describe(acl_filter))
+    return build(
+        mod.DescribeAclsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        resources=resources,
+    )
+
+
+def _pattern(acl: AclBinding) -> tuple[int, str, int]:
+    return (int(acl.resource_type), acl.resource_name, int(acl.pattern_type))
+
+
+def _grouped(mod: Any, acls: list[AclBinding]) -> tuple[Any, ...]:
+    return tuple(
+        build(
+            mod.DescribeAclsResource,
+            resource_type=rtype,
+            resource_name=name,
+            pattern_type=pattern,
+            acls=tuple(
+                build(
+                    mod.AclDescription,
+                    principal=acl.principal,
+                    host=acl.host,
+                    operation=int(acl.operation),
+                    permission_type=int(acl.permission),
+                )
+                for acl in group
+            ),
+        )
+        for (rtype, name, pattern), group in itertools.groupby(
+            sorted(acls, key=_pattern), key=_pattern
+        )
+    )
+
+
+def delete_acls(ctx: Context, req: Any) -> Any:
+    """DeleteAcls v1-3.
+
+    Behaviour: each filter deletes the ACLs it matches and lists them; a filter with an
+    UNKNOWN code is INVALID_REQUEST while the other filters run.
+    """
+    mod = response_module(DELETE_ACLS, ctx.version)
+    code, message = _refusal(ctx, Operation.ALTER)
+    authorizer = ctx.cluster.authorizer
+    results = []
+    deleted = False
+    for entry in req.filters:
+        error, text, matched = code, message, []
+        if code is ErrorCode.none:
+            assert authorizer is not None
+            acl_filter = _filter(entry)
+            try:
+                acl_filter.check()
+            except InvalidAclError as exc:
+                error, text = ErrorCode.invalid_request, str(exc)
+            else:
+                matched = authorizer.delete(acl_filter)
+                deleted = deleted or bool(matched)
+        results.append(
+            build(
+                mod.DeleteAclsFilterResult,
+                error_code=error,
+                error_message=text,
+                matching_acls=tuple(
+                    build(
+                        mod.DeleteAclsMatchingAcl,
+                        error_code=ErrorCode.none,
+                        error_message=None,
+                        resource_type=int(acl.resource_type),
+                        resource_name=acl.resource_name,
+                        pattern_type=int(acl.pattern_type),
+                        principal=acl.principal,
+                        host=acl.host,
+                        operation=int(acl.operation),
+                        permission_type=int(acl.permission),
+                    )
+                    for acl in matched
+                ),
+            )
+        )
+    if deleted:
+        ctx.cluster.save_meta()
+    return build(mod.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(results))
+
+
+SPECS = (
+    ApiSpec(DESCRIBE_ACLS, "DescribeAcls", 1, 3, describe_acls),
+    ApiSpec(CREATE_ACLS, "CreateAcls", 1, 3, create_acls),
+    ApiSpec(DELETE_ACLS, "DeleteAcls", 1, 3, delete_acls),
+)

@@ -77,6 +77,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code incalter TOPIC OP KEY VALUE} Admin incrementalAlterConfigs (OP: SET, DELETE,
  *       APPEND, SUBTRACT)
  *   <li>{@code topicconfig TOPIC KEY} Admin describeConfigs: the value
+ *   <li>{@code createacl RTYPE NAME PATTERN PRINCIPAL HOST OP PERM} Admin createAcls with
+ *       Kafka's enum names (TOPIC, PREFIXED, WRITE, ALLOW...)
+ *   <li>{@code describeacls} Admin describeAcls(ANY): sorted [[rtype, name, pattern,
+ *       principal, host, op, perm], ...]
+ *   <li>{@code deleteacls RTYPE NAME PATTERN} Admin deleteAcls of the matching pattern (any
+ *       entry): the number deleted
  *   <li>{@code groupconfig GROUP} Admin describeConfigs of a GROUP resource: {name: value}
  *   <li>{@code scramupsert USER MECHANISM ITERATIONS PASSWORD} Admin
  *       alterUserScramCredentials (MECHANISM: SCRAM_SHA_256, SCRAM_SHA_512)
@@ -245,6 +251,61 @@ public final class TxnHarness {
               admin().describeConfigs(List.of(resource)).all().get(20, TimeUnit.SECONDS).get(resource);
           return json(config.get(f[2]).value());
         }
+      case "createacl":
+        admin()
+            .createAcls(
+                List.of(
+                    new org.apache.kafka.common.acl.AclBinding(
+                        new org.apache.kafka.common.resource.ResourcePattern(
+                            org.apache.kafka.common.resource.ResourceType.valueOf(f[1]),
+                            f[2],
+                            org.apache.kafka.common.resource.PatternType.valueOf(f[3])),
+                        new org.apache.kafka.common.acl.AccessControlEntry(
+                            f[4],
+                            f[5],
+                            AclOperation.valueOf(f[6]),
+                            org.apache.kafka.common.acl.AclPermissionType.valueOf(f[7])))))
+            .all()
+            .get(20, TimeUnit.SECONDS);
+        return "null";
+      case "describeacls":
+        {
+          List<String> rows = new ArrayList<>();
+          for (org.apache.kafka.common.acl.AclBinding b :
+              admin()
+                  .describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY)
+                  .values()
+                  .get(20, TimeUnit.SECONDS)) {
+            rows.add(
+                "["
+                    + String.join(
+                        ", ",
+                        json(b.pattern().resourceType().toString()),
+                        json(b.pattern().name()),
+                        json(b.pattern().patternType().toString()),
+                        json(b.entry().principal()),
+                        json(b.entry().host()),
+                        json(b.entry().operation().toString()),
+                        json(b.entry().permissionType().toString()))
+                    + "]");
+          }
+          rows.sort(null);
+          return "[" + String.join(", ", rows) + "]";
+        }
+      case "deleteacls":
+        return String.valueOf(
+            admin()
+                .deleteAcls(
+                    List.of(
+                        new org.apache.kafka.common.acl.AclBindingFilter(
+                            new org.apache.kafka.common.resource.ResourcePatternFilter(
+                                org.apache.kafka.common.resource.ResourceType.valueOf(f[1]),
+                                f[2],
+                                org.apache.kafka.common.resource.PatternType.valueOf(f[3])),
+                            org.apache.kafka.common.acl.AccessControlEntryFilter.ANY)))
+                .all()
+                .get(20, TimeUnit.SECONDS)
+                .size());
       case "groupconfig":
         {
           ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, f[1]);

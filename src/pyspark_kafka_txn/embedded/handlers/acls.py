@@ -1,9 +1,11 @@
 """ACL APIs: CreateAcls, DescribeAcls and DeleteAcls.
 
-Served at v1-3, as Kafka 4.x (which removed v0, KIP-896). Without an authorizer every
-answer is SECURITY_DISABLED "No Authorizer is configured.", as Kafka's. Creating and
+Served at v1-3, as Kafka 4.x (which removed v0, KIP-896; librdkafka sends v2). Without
+an authorizer every answer is SECURITY_DISABLED with Kafka's message. Creating and
 deleting need ALTER on the cluster, describing DESCRIBE on the cluster; otherwise
-CLUSTER_AUTHORIZATION_FAILED. A change is persisted with the cluster's metadata at once.
+CLUSTER_AUTHORIZATION_FAILED. A raw 0 (UNKNOWN) in any enum field of a creation or filter
+closes the connection, as Kafka's request parser does. A change is persisted with the
+cluster's metadata at once.
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ from pyspark_kafka_txn.embedded.acl import (
     Permission,
     ResourceType,
 )
-from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
+from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 _NO_AUTHORIZER = "No Authorizer is configured."
+_NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
+_CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+_FILTER_CODES = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+
+
+def _has_raw_zero(entries: Any, fields: tuple[str, ...]) -> bool:
+    return any(getattr(entry, name) == 0 for entry in entries for name in fields)
 
 
 def _enum(kind: Any, code: int) -> Any:
@@ -36,10 +45,12 @@ def _enum(kind: Any, code: int) -> Any:
         return kind(0)
 
 
-def _refusal(ctx: Context, operation: Operation) -> tuple[ErrorCode, str | None]:
+def _refusal(
+    ctx: Context, operation: Operation, message: str = _NO_AUTHORIZER
+) -> tuple[ErrorCode, str | None]:
     """Why the request may not run: no authorizer, or the principal lacks the right."""
     if ctx.cluster.authorizer is None:
-        return ErrorCode.security_disabled, _NO_AUTHORIZER
+        return ErrorCode.security_disabled, message
     if not ctx.cluster_allowed(operation):
         return ErrorCode.cluster_authorization_failed, None
     return ErrorCode.none, None
@@ -60,14 +71,20 @@ def _filter(entry: Any) -> AclFilter:
 def create_acls(ctx: Context, req: Any) -> Any:
     """CreateAcls v1-3.
 
-    Behaviour: each creation is checked as Kafka's AclControlManager does (resource type,
-    LITERAL or PREFIXED pattern, operation, permission, non-empty name, ``kafka-cluster``
-    as the only CLUSTER name, a ``Type:name`` principal); an invalid one gets
-    INVALID_REQUEST with the reason while the others are created. Creating an existing
-    ACL succeeds and changes nothing.
+    Behaviour: a creation with ANY (1) as its resource type, pattern, operation or
+    permission, or the MATCH pattern, fails the whole request with UNKNOWN_SERVER_ERROR
+    (Kafka cannot build the binding); otherwise each is checked as Kafka's
+    AclControlManager does (known codes, LITERAL or PREFIXED pattern, non-empty name,
+    ``kafka-cluster`` as the only CLUSTER name, a ``Type:name`` principal; stricter: a
+    non-empty host) and an invalid one gets INVALID_REQUEST with the reason while the
+    others are created. Creating an existing ACL succeeds and changes nothing.
     """
+    if _has_raw_zero(req.creations, _CREATION_CODES):
+        return NoResponse(close=True)
     mod = response_module(CREATE_ACLS, ctx.version)
     code, message = _refusal(ctx, Operation.ALTER)
+    if code is ErrorCode.none and _has_any(req.creations):
+        code = ErrorCode.unknown_server_error
     results = []
     authorizer = ctx.cluster.authorizer
     for creation in req.creations:
@@ -79,6 +96,18 @@ def create_acls(ctx: Context, req: Any) -> Any:
     if code is ErrorCode.none and req.creations:
         ctx.cluster.save_meta()
     return build(mod.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _has_any(creations: Any) -> bool:
+    """Whether a creation names ANY (or the MATCH pattern), which Kafka's ResourcePattern
+    and AccessControlEntry refuse to build."""
+    return any(
+        c.resource_type == 1
+        or c.resource_pattern_type in (1, 2)
+        or c.operation == 1
+        or c.permission_type == 1
+        for c in creations
+    )
 
 
 def _create_one(authorizer: Authorizer, creation: Any) -> tuple[ErrorCode, str | None]:
@@ -103,19 +132,21 @@ def describe_acls(ctx: Context, req: Any) -> Any:
     """DescribeAcls v1-3.
 
     Behaviour: the ACLs matching the filter (ANY, MATCH, LITERAL or PREFIXED patterns;
-    null strings and ANY codes match everything), grouped by resource pattern; a filter
-    with an UNKNOWN code is INVALID_REQUEST.
+    null strings and ANY codes match everything), grouped by resource pattern; a code
+    Kafka does not know matches nothing.
     """
+    if _has_raw_zero((req,), _FILTER_CODES):
+        return NoResponse(close=True)
     mod = response_module(DESCRIBE_ACLS, ctx.version)
-    code, message = _refusal(ctx, Operation.DESCRIBE)
+    code, message = _refusal(ctx, Operation.DESCRIBE, _NO_AUTHORIZER_DESCRIBE)
     resources: tuple[Any, ...] = ()
     if code is ErrorCode.none:
         assert ctx.cluster.authorizer is not None
         acl_filter = _filter(req)
         try:
             acl_filter.check()
-        except InvalidAclError as exc:
-            code, message = ErrorCode.invalid_request, str(exc)
+        except InvalidAclError:
+            pass  # an unknown code: nothing matches
         else:
             resources = _grouped(mod, ctx.cluster.authorizer.describe(acl_filter))
     return build(
@@ -158,9 +189,11 @@ def _grouped(mod: Any, acls: list[AclBinding]) -> tuple[Any, ...]:
 def delete_acls(ctx: Context, req: Any) -> Any:
     """DeleteAcls v1-3.
 
-    Behaviour: each filter deletes the ACLs it matches and lists them; a filter with an
-    UNKNOWN code is INVALID_REQUEST while the other filters run.
+    Behaviour: each filter deletes the ACLs it matches and lists them; a filter with a
+    code Kafka does not know is INVALID_REQUEST while the other filters run.
     """
+    if _has_raw_zero(req.filters, _FILTER_CODES):
+        return NoResponse(close=True)
     mod = response_module(DELETE_ACLS, ctx.version)
     code, message = _refusal(ctx, Operation.ALTER)
     authorizer = ctx.cluster.authorizer

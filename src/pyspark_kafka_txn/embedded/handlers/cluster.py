@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import (
     COORDINATOR_GROUP,
     COORDINATOR_TXN,
@@ -20,10 +21,8 @@ from pyspark_kafka_txn.embedded.cluster import (
     validate_topic_name,
 )
 from pyspark_kafka_txn.embedded.dispatch import (
-    CLUSTER_AUTHORIZED_OPS,
     NO_AUTHORIZED_OPS,
     NO_THROTTLE,
-    TOPIC_AUTHORIZED_OPS,
     ApiSpec,
     Context,
 )
@@ -47,6 +46,12 @@ GROUP_CONFIG_DEFAULTS = {
     "share.session.timeout.ms": "45000",
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# The messages of Kafka's authorization exceptions.
+_DENIED = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+}
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -134,6 +139,23 @@ def _topic_metadata(ctx: Context, mod: Any, topic: Topic, *, internal: bool = Fa
     )
 
 
+def _describable(ctx: Context, topic: str) -> bool:
+    return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
+def _deletable(ctx: Context, topic: str) -> bool:
+    return ctx.cluster_allowed(Operation.DELETE) or ctx.allowed(
+        Operation.DELETE, ResourceType.TOPIC, topic
+    )
+
+
+def _creatable(ctx: Context, topic: str) -> bool:
+    """CREATE on the cluster, or on the topic (Kafka's CreateTopics and auto-creation)."""
+    return ctx.cluster_allowed(Operation.CREATE) or ctx.allowed(
+        Operation.CREATE, ResourceType.TOPIC, topic
+    )
+
+
 def metadata(ctx: Context, req: Any) -> Any:
     """Metadata v0-13.
 
@@ -146,16 +168,27 @@ def metadata(ctx: Context, req: Any) -> Any:
     or asked for by name), as Kafka creates them on first use; their logs are empty here
     (the coordinators keep their state in their own structures). Asked for
     (v8+), authorized operations are every operation Kafka supports on a topic (on the
-    cluster: v8-10), as Kafka answers without an authorizer. Simplifications: one replica
-    per partition.
+    cluster: v8-10), as Kafka answers without an authorizer; with one, the operations
+    the principal may perform. ACLs: topics without DESCRIBE are left out of an
+    all-topics answer and get TOPIC_AUTHORIZATION_FAILED when named (whether or not
+    they exist; by id the name stays null); auto-creation needs CREATE on the cluster or
+    the topic (else TOPIC_AUTHORIZATION_FAILED); cluster authorized operations are 0
+    without DESCRIBE on the cluster. Simplifications: one replica per partition.
     """
     cluster = ctx.cluster
     mod = response_module(METADATA, ctx.version)
     wanted = req.topics
     if wanted is None or (ctx.version == 0 and not wanted):
-        topics = [_topic_metadata(ctx, mod, t) for t in cluster.topics.values()]
+        topics = [
+            _topic_metadata(ctx, mod, t)
+            for t in cluster.topics.values()
+            if _describable(ctx, t.name)
+        ]
         for name in sorted(cluster.internal_logs):
-            topics.append(_topic_metadata(ctx, mod, cluster.internal_topic(name), internal=True))
+            if _describable(ctx, name):
+                topics.append(
+                    _topic_metadata(ctx, mod, cluster.internal_topic(name), internal=True)
+                )
     else:
         topics = []
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -172,6 +205,16 @@ def metadata(ctx: Context, req: Any) -> Any:
                     )
                     continue
                 name = found.name
+            if not _describable(ctx, name):
+                topics.append(
+                    errors.topic_without_partitions(
+                        mod,
+                        None if topic_id is not None and item.name is None else name,
+                        topic_id,
+                        ErrorCode.topic_authorization_failed,
+                    )
+                )
+                continue
             if name in INTERNAL_TOPICS:  # created on first use, as by Kafka
                 cluster.use_internal_topic(name)
                 topics.append(
@@ -180,6 +223,13 @@ def metadata(ctx: Context, req: Any) -> Any:
                 continue
             topic = cluster.topics.get(name)
             if topic is None and allow_auto and cluster.config.auto_create_topics:
+                if not _creatable(ctx, name):
+                    topics.append(
+                        errors.topic_without_partitions(
+                            mod, name, None, ErrorCode.topic_authorization_failed
+                        )
+                    )
+                    continue
                 try:
                     topic = cluster.create_topic(name)
                 except TopicError as exc:
@@ -195,11 +245,21 @@ def metadata(ctx: Context, req: Any) -> Any:
                 topics.append(_topic_metadata(ctx, mod, topic))
     if ctx.version >= 8 and getattr(req, "include_topic_authorized_operations", False):
         topics = [
-            dataclasses.replace(t, topic_authorized_operations=TOPIC_AUTHORIZED_OPS) for t in topics
+            t
+            if t.error_code is ErrorCode.topic_authorization_failed
+            else dataclasses.replace(
+                t,
+                topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name),
+            )
+            for t in topics
         ]
     cluster_ops = NO_AUTHORIZED_OPS
     if 8 <= ctx.version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
-        cluster_ops = CLUSTER_AUTHORIZED_OPS
+        cluster_ops = (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.cluster_allowed(Operation.DESCRIBE)
+            else 0
+        )
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -219,8 +279,12 @@ def create_topics(ctx: Context, req: Any) -> Any:
     (INVALID_REQUEST), existing topics (TOPIC_ALREADY_EXISTS), partition counts
     (INVALID_PARTITIONS), replication factor above the broker count
     (INVALID_REPLICATION_FACTOR), unknown configs (INVALID_CONFIG); ``validate_only``
-    checks without creating. Simplifications: one replica; explicit assignments only
-    choose the leader (first broker of each list).
+    checks without creating. ACLs: CREATE on the cluster or the topic, else
+    TOPIC_AUTHORIZATION_FAILED; the created topic's configs, partition count and
+    replication factor are returned only with DESCRIBE_CONFIGS on it (else
+    ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, no configs, -1 and -1).
+    Simplifications: one replica; explicit assignments only choose the leader (first
+    broker of each list).
     """
     cluster = ctx.cluster
     mod = response_module(CREATE_TOPICS, ctx.version)
@@ -232,6 +296,8 @@ def create_topics(ctx: Context, req: Any) -> Any:
         try:
             if names.count(item.name) > 1:
                 raise TopicError(ErrorCode.invalid_request, f"topic {item.name!r} listed twice")
+            if not _creatable(ctx, item.name):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             rf = item.replication_factor
             if rf != -1 and (rf <= 0 or rf > len(cluster.node_ids)):
                 raise TopicError(
@@ -251,7 +317,13 @@ def create_topics(ctx: Context, req: Any) -> Any:
                         topic.leaders[a.partition_index] = a.broker_ids[0]
         except TopicError as exc:
             code, message = exc.code, str(exc)
-        count = len(topic.partitions) if topic else -1
+        config_error = ErrorCode.none
+        if topic is not None and not ctx.allowed(
+            Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name
+        ):
+            config_error = ErrorCode.topic_authorization_failed
+        shown = topic is not None and config_error is ErrorCode.none
+        count = len(topic.partitions) if topic is not None and shown else -1
         results.append(
             build(
                 mod.CreatableTopicResult,
@@ -259,10 +331,14 @@ def create_topics(ctx: Context, req: Any) -> Any:
                 topic_id=topic.topic_id if topic else None,
                 error_code=code,
                 error_message=message,
-                topic_config_error_code=ErrorCode.none,
+                topic_config_error_code=config_error,
                 num_partitions=count,
-                replication_factor=1 if topic else -1,
-                configs=None if topic is None else _creatable_configs(mod, topic),
+                replication_factor=1 if shown else -1,
+                configs=(
+                    _creatable_configs(mod, topic)
+                    if topic is not None and shown
+                    else (None if topic is None else ())
+                ),
             )
         )
     return build(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
@@ -299,6 +375,21 @@ def _creatable_configs(mod: Any, topic: Topic) -> tuple[Any, ...]:
     )
 
 
+def _config_refusal(ctx: Context, res: Any, operation: Operation) -> ErrorCode | None:
+    """The authorization error of a config resource (topic, broker or group), if any."""
+    if res.resource_type == TOPIC_RESOURCE:
+        if not ctx.allowed(operation, ResourceType.TOPIC, res.resource_name):
+            return ErrorCode.topic_authorization_failed
+    elif res.resource_type == BROKER_RESOURCE:
+        if not ctx.cluster_allowed(operation):
+            return ErrorCode.cluster_authorization_failed
+    elif res.resource_type == GROUP_RESOURCE and not ctx.allowed(
+        operation, ResourceType.GROUP, res.resource_name
+    ):
+        return ErrorCode.group_authorization_failed
+    return None
+
+
 def _alter_resources(
     ctx: Context, req: Any, api: int, new_config: Callable[[Topic, Any], dict[str, str | None]]
 ) -> Any:
@@ -311,6 +402,9 @@ def _alter_resources(
         try:
             if seen.count((res.resource_type, res.resource_name)) > 1:
                 raise TopicError(ErrorCode.invalid_request, "Duplicate resource in the request.")
+            refusal = _config_refusal(ctx, res, Operation.ALTER_CONFIGS)
+            if refusal is not None:
+                raise TopicError(refusal, _DENIED[refusal])
             if res.resource_type == BROKER_RESOURCE:
                 raise TopicError(
                     ErrorCode.invalid_request,
@@ -356,7 +450,8 @@ def alter_configs(ctx: Context, req: Any) -> Any:
     back to their defaults), each checked as CreateTopics checks them (INVALID_CONFIG);
     unknown topics UNKNOWN_TOPIC_OR_PARTITION; a resource named twice, broker resources
     (static here) and other resource types INVALID_REQUEST; ``validate_only`` changes
-    nothing. Persisted.
+    nothing. Persisted. ACLs: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED)
+    or the cluster for brokers (CLUSTER_AUTHORIZATION_FAILED).
     """
     return _alter_resources(
         ctx, req, ALTER_CONFIGS, lambda _topic, res: {c.name: c.value for c in res.configs}
@@ -412,8 +507,8 @@ def create_partitions(ctx: Context, req: Any) -> Any:
     or another replica count than the topic's INVALID_REPLICA_ASSIGNMENT (Kafka's
     messages); ``validate_only`` checks without growing. New partitions are empty, led by
     the first broker of their assignment or placed round-robin, and announced by Metadata
-    at once; ``timeout_ms`` is not needed (nothing to wait for). Simplification: one
-    replica per partition.
+    at once; ``timeout_ms`` is not needed (nothing to wait for). ACLs: ALTER on the
+    topic, else TOPIC_AUTHORIZATION_FAILED. Simplification: one replica per partition.
     """
     mod = response_module(CREATE_PARTITIONS, ctx.version)
     names = [t.name for t in req.topics]
@@ -423,6 +518,11 @@ def create_partitions(ctx: Context, req: Any) -> Any:
         try:
             if names.count(item.name) > 1:
                 raise TopicError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, item.name):
+                raise TopicError(
+                    ErrorCode.topic_authorization_failed,
+                    _DENIED[ErrorCode.topic_authorization_failed],
+                )
             assignments = (
                 None
                 if item.assignments is None
@@ -445,6 +545,11 @@ def delete_topics(ctx: Context, req: Any) -> Any:
 
     Behaviour: unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
     UNKNOWN_TOPIC_ID; the topic's partitions, logs and committed offsets are removed.
+    ACLs (as Kafka's controller): DELETE on the cluster allows every deletion; otherwise
+    a name the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or not it
+    exists, then unknown names UNKNOWN_TOPIC_OR_PARTITION, then a topic without DELETE
+    TOPIC_AUTHORIZATION_FAILED; an unknown id is UNKNOWN_TOPIC_ID, a known one without
+    DELETE TOPIC_AUTHORIZATION_FAILED with its name only if describable.
     """
     cluster = ctx.cluster
     mod = response_module(DELETE_TOPICS, ctx.version)
@@ -460,6 +565,14 @@ def delete_topics(ctx: Context, req: Any) -> Any:
             name = topic.name if topic else None
             if topic is None:
                 code, message = ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}"
+            elif not _deletable(ctx, topic.name):
+                name = topic.name if _describable(ctx, topic.name) else None
+                code, message = ErrorCode.topic_authorization_failed, None
+        elif not ctx.cluster_allowed(Operation.DELETE) and (
+            not _describable(ctx, name or "")
+            or (name in cluster.topics and not _deletable(ctx, name or ""))
+        ):
+            code, message = ErrorCode.topic_authorization_failed, None
         if code is ErrorCode.none:
             try:
                 topic_id = cluster.topics[name].topic_id if name in cluster.topics else topic_id
@@ -485,13 +598,22 @@ def find_coordinator(ctx: Context, req: Any) -> Any:
     coordinator is the node owning the key's partition of the internal topic
     (``abs(hashCode) % 50`` spread over the nodes, movable by fault injection); an
     unknown key type gets INVALID_REQUEST, a stopped coordinator
-    COORDINATOR_NOT_AVAILABLE.
+    COORDINATOR_NOT_AVAILABLE. ACLs: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
+    or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     """
     cluster = ctx.cluster
     mod = response_module(FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", COORDINATOR_GROUP)
 
     def lookup(key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+        if key_type == COORDINATOR_GROUP and not ctx.allowed(
+            Operation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            return ErrorCode.group_authorization_failed, None, -1, "", -1
+        if key_type == COORDINATOR_TXN and not ctx.allowed(
+            Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
         if key_type not in (COORDINATOR_GROUP, COORDINATOR_TXN):
             return ErrorCode.invalid_request, f"unsupported key type {key_type}", -1, "", -1
         if key_type == COORDINATOR_TXN and not key:
@@ -564,8 +686,10 @@ def describe_configs(ctx: Context, req: Any) -> Any:
     topics get UNKNOWN_TOPIC_OR_PARTITION, unknown brokers, an empty group name or other
     types INVALID_REQUEST; any group name, existing or not, reports Kafka 4.0's group
     config defaults (as Kafka does for a group without overrides); a non-null key list
-    restricts the answer. Simplifications: no synonyms, no documentation, no group
-    config overrides.
+    restricts the answer. ACLs: DESCRIBE_CONFIGS on the topic, the cluster (brokers)
+    or the group, else TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED; as in Kafka, the
+    refused resources come after the others in the response. Simplifications: no
+    synonyms, no documentation, no group config overrides.
     """
     cluster = ctx.cluster
     mod = response_module(DESCRIBE_CONFIGS, ctx.version)
@@ -574,7 +698,10 @@ def describe_configs(ctx: Context, req: Any) -> Any:
         code, message = ErrorCode.none, None
         values: dict[str, str] = {}
         explicit: set[str] = set()
-        if res.resource_type == TOPIC_RESOURCE:
+        refusal = _config_refusal(ctx, res, Operation.DESCRIBE_CONFIGS)
+        if refusal is not None:
+            code, message = refusal, _DENIED[refusal]
+        elif res.resource_type == TOPIC_RESOURCE:
             topic = cluster.topics.get(res.resource_name)
             if topic is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -623,7 +750,11 @@ def describe_configs(ctx: Context, req: Any) -> Any:
                 configs=entries,
             )
         )
-    return build(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    refused = set(_DENIED)
+    ordered = [r for r in results if r.error_code not in refused] + [
+        r for r in results if r.error_code in refused
+    ]
+    return build(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(ordered))
 
 
 SPECS = (

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.handlers import errors
@@ -37,7 +38,14 @@ def _is_transactional(records: bytes | None) -> bool:
     return bool(records[CRC_START + 1] & ATTR_TRANSACTIONAL)
 
 
-def _leader_error(ctx: Context, topic: str, index: int) -> tuple[ErrorCode, PartitionLog | None]:
+def _leader_error(
+    ctx: Context, topic: str, index: int, operation: Operation
+) -> tuple[ErrorCode, PartitionLog | None]:
+    """The partition's log, or why this request may not use it here: the principal may
+    not perform ``operation`` on the topic (checked first, as Kafka does, so an unknown
+    topic is not revealed), the partition is unknown, or this node does not lead it."""
+    if not ctx.allowed(operation, ResourceType.TOPIC, topic):
+        return ErrorCode.topic_authorization_failed, None
     log = ctx.cluster.partition(topic, index)
     if log is None:
         return ErrorCode.unknown_topic_or_partition, None
@@ -69,11 +77,24 @@ def _verify(
     return code
 
 
+def _produce_target(
+    ctx: Context, topic: str, index: int
+) -> tuple[ErrorCode, str | None, PartitionLog | None]:
+    """The log a Produce appends to, or why not: no WRITE on the topic, an internal
+    topic (Kafka: "Cannot append to internal topic"), unknown, or led elsewhere."""
+    code, log = _leader_error(ctx, topic, index, Operation.WRITE)
+    if code is ErrorCode.topic_authorization_failed or topic not in INTERNAL_TOPICS:
+        return code, None, log
+    return ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}", None
+
+
 def produce(ctx: Context, req: Any) -> Any:
     """Produce v3-12 (v0-2 advertised for librdkafka feature detection, rejected).
 
     Behaviour (Kafka's ``handleProduceRequest`` order): transactional batches without a
-    transactional id fail the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    transactional id, or with one the principal may not WRITE, fail the whole request
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a topic without WRITE gets
+    TOPIC_AUTHORIZATION_FAILED;
     invalid ``acks`` gives INVALID_REQUIRED_ACKS; per partition: unknown partition,
     not-leader, batch validation (one v2 batch, CRC-32C, counts, size, then every record:
     structure, offset deltas, timestamps, null keys on compacted topics, with the failing
@@ -89,7 +110,9 @@ def produce(ctx: Context, req: Any) -> Any:
     txn_id = req.transactional_id
     any_txn = any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data)
     whole_error = ErrorCode.none
-    if any_txn and txn_id is None:
+    if any_txn and (
+        txn_id is None or not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
         whole_error = ErrorCode.transactional_id_authorization_failed
     elif req.acks not in (-1, 0, 1):
         whole_error = ErrorCode.invalid_required_acks
@@ -101,13 +124,8 @@ def produce(ctx: Context, req: Any) -> Any:
         for pdata in topic.partition_data:
             code, message, base, append_time, log = whole_error, None, -1, -1, None
             record_errors: tuple[tuple[int, str], ...] = ()
-            if code is ErrorCode.none and topic.name in INTERNAL_TOPICS:
-                # Clients cannot write to internal topics (Kafka: "Cannot append to
-                # internal topic").
-                code = ErrorCode.invalid_topic_exception
-                message = f"Cannot append to internal topic {topic.name}"
             if code is ErrorCode.none:
-                code, log = _leader_error(ctx, topic.name, pdata.index)
+                code, message, log = _produce_target(ctx, topic.name, pdata.index)
             if code is ErrorCode.none and log is not None:
                 topic_state = cluster.topics[topic.name]
                 rules = BatchRules(
@@ -221,7 +239,7 @@ def produce_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 def _fetch_partition(
     ctx: Context, topic: str, part: Any, isolation: int, limit: int, first: bool
 ) -> tuple[ErrorCode, PartitionLog | None, Any]:
-    code, log = _leader_error(ctx, topic, part.partition)
+    code, log = _leader_error(ctx, topic, part.partition, Operation.READ)
     if code is not ErrorCode.none or log is None:
         return code, None, None
     requested_epoch = getattr(part, "current_leader_epoch", -1)
@@ -253,7 +271,8 @@ async def fetch(ctx: Context, req: Any) -> Any:
     null, when there are none); long-poll until ``min_bytes`` visible bytes or
     ``max_wait``, but answer at once when no partition is requested or any partition
     has an error (as ``ReplicaManager.fetchMessages``). Exactly the requested partitions
-    are answered. Simplification: no fetch sessions (session id 0, as Kafka answers when
+    are answered. A topic the principal may not READ: TOPIC_AUTHORIZATION_FAILED.
+    Simplification: no fetch sessions (session id 0, as Kafka answers when
     it declines a session).
     """
     cluster = ctx.cluster
@@ -340,7 +359,7 @@ def list_offsets(ctx: Context, req: Any) -> Any:
     watermark otherwise (v1 is read_uncommitted); MAX_TIMESTAMP (-3, v7+); EARLIEST_LOCAL
     (-4, v8+) = log start; a timestamp gives the first record at or after it below the
     isolation bound, else -1/-1; duplicate partitions get INVALID_REQUEST; not-leader and
-    unknown partitions as Kafka.
+    unknown partitions as Kafka; a topic without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
     mod = response_module(LIST_OFFSETS, ctx.version)
     isolation = getattr(req, "isolation_level", 0)
@@ -349,7 +368,7 @@ def list_offsets(ctx: Context, req: Any) -> Any:
         indexes = [p.partition_index for p in topic.partitions]
         parts = []
         for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.name, part.partition_index)
+            code, log = _leader_error(ctx, topic.name, part.partition_index, Operation.DESCRIBE)
             offset, ts = -1, -1
             if indexes.count(part.partition_index) > 1:
                 code = ErrorCode.invalid_request
@@ -387,14 +406,15 @@ def delete_records(ctx: Context, req: Any) -> Any:
 
     Behaviour: moves the log start offset to the given offset (-1 = high watermark);
     an offset above the high watermark gets OFFSET_OUT_OF_RANGE; not-leader and unknown
-    partitions as Kafka. The new log start survives a restart.
+    partitions as Kafka; a topic without DELETE: TOPIC_AUTHORIZATION_FAILED. The new
+    log start survives a restart.
     """
     mod = response_module(DELETE_RECORDS, ctx.version)
     topics = []
     for topic in req.topics:
         parts = []
         for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.name, part.partition_index)
+            code, log = _leader_error(ctx, topic.name, part.partition_index, Operation.DELETE)
             low = -1
             if code is ErrorCode.none and log is not None:
                 try:
@@ -415,13 +435,14 @@ def delete_records(ctx: Context, req: Any) -> Any:
 
 
 def describe_producers(ctx: Context, req: Any) -> Any:
-    """DescribeProducers v0: the active producer entries of each partition."""
+    """DescribeProducers v0: the active producer entries of each partition (a topic
+    without READ: TOPIC_AUTHORIZATION_FAILED)."""
     mod = response_module(DESCRIBE_PRODUCERS, ctx.version)
     topics = []
     for topic in req.topics:
         parts = []
         for index in topic.partition_indexes:
-            code, log = _leader_error(ctx, topic.name, index)
+            code, log = _leader_error(ctx, topic.name, index, Operation.READ)
             producers = ()
             if log is not None:
                 producers = tuple(
@@ -456,14 +477,15 @@ def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
 
     Behaviour: the current leader epoch maps to the log end offset. Simplification: the
     broker does not remember where earlier epochs ended, so an older epoch also maps to
-    the log end (no truncation is ever needed: there is one replica).
+    the log end (no truncation is ever needed: there is one replica). A topic without
+    DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
     mod = response_module(OFFSET_FOR_LEADER_EPOCH, ctx.version)
     topics = []
     for topic in req.topics:
         parts = []
         for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.topic, part.partition)
+            code, log = _leader_error(ctx, topic.topic, part.partition, Operation.DESCRIBE)
             epoch, end = -1, -1
             if log is not None:
                 if part.current_leader_epoch > log.leader_epoch:

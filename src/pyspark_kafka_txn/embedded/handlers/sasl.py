@@ -7,6 +7,7 @@ import datetime
 import logging
 from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import Operation
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.security import (
@@ -105,9 +106,18 @@ def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
     Behaviour: every user with a SCRAM credential for a null or empty list; per user its
     mechanisms and iterations, RESOURCE_NOT_FOUND for a user without any, and
     DUPLICATE_RESOURCE for a user named twice (Kafka's messages). Salts and keys are
-    never sent.
+    never sent. ACLs: DESCRIBE on the cluster, else a top-level
+    CLUSTER_AUTHORIZATION_FAILED.
     """
     mod = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
+    if not ctx.cluster_allowed(Operation.DESCRIBE):
+        return build(
+            mod.DescribeUserScramCredentialsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message=None,
+            results=(),
+        )
     stored = ctx.cluster.scram.credentials
     codes = {name: code for code, (name, _) in SCRAM_MECHANISM_CODES.items()}
     everyone = sorted({user for users in stored.values() for user in users})
@@ -185,7 +195,8 @@ def alter_user_scram_credentials(ctx: Context, req: Any) -> Any:
     or iterations outside 4096-16384 UNACCEPTABLE_CREDENTIAL, an unknown mechanism
     UNSUPPORTED_SASL_MECHANISM, a (user, mechanism) changed twice DUPLICATE_RESOURCE,
     deleting a missing credential RESOURCE_NOT_FOUND. Takes effect for the next
-    authentication; persisted.
+    authentication; persisted. ACLs: ALTER on the cluster, else every user
+    CLUSTER_AUTHORIZATION_FAILED.
     """
     mod = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.version)
     changes = [(d.name, int(d.mechanism), None) for d in req.deletions] + [
@@ -194,7 +205,11 @@ def alter_user_scram_credentials(ctx: Context, req: Any) -> Any:
     seen: dict[tuple[str, int], int] = {}
     for name, mechanism, _ in changes:
         seen[(name, mechanism)] = seen.get((name, mechanism), 0) + 1
-    errors: dict[str, tuple[ErrorCode, str]] = {}
+    errors: dict[str, tuple[ErrorCode, str | None]] = {}
+    if not ctx.cluster_allowed(Operation.ALTER):
+        errors = dict.fromkeys(
+            (name for name, _, _ in changes), (ErrorCode.cluster_authorization_failed, None)
+        )
     for name, mechanism, upsert in changes:
         error = _scram_change_error(ctx, name, mechanism, seen, upsert)
         if error is not None and name not in errors:

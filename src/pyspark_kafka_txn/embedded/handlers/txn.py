@@ -7,7 +7,8 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
+from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN, INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import (
     OFFSET_METADATA_MAX_BYTES,
@@ -45,12 +46,17 @@ def init_producer_id(ctx: Context, req: Any) -> Any:
     transaction coordinator: NOT_COORDINATOR. v6: ``Enable2Pc`` makes the transaction
     never time out (``transaction.two.phase.commit.enable`` off:
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED); ``KeepPreparedTxn``: UNSUPPORTED_VERSION as
-    in Kafka 4.3; ``OngoingTxnProducerId``/``Epoch`` are always -1. Simplification: no
-    ACLs, so the TWO_PHASE_COMMIT operation Kafka also checks is not enforced.
+    in Kafka 4.3; ``OngoingTxnProducerId``/``Epoch`` are always -1. ACLs: WRITE on the
+    transactional id (and TWO_PHASE_COMMIT for ``Enable2Pc``), else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without a transactional id IDEMPOTENT_WRITE on
+    the cluster or WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED.
     """
     mod = response_module(INIT_PRODUCER_ID, ctx.version)
     tid = req.transactional_id
-    if tid and _not_coordinator(ctx, COORDINATOR_TXN, tid):
+    refused = _init_producer_id_refusal(ctx, tid, getattr(req, "enable2_pc", False))
+    if refused is not None:
+        result = TxnResult(refused)
+    elif tid and _not_coordinator(ctx, COORDINATOR_TXN, tid):
         result = TxnResult(ErrorCode.not_coordinator)
     else:
         result = ctx.cluster.txn.init_producer_id(
@@ -70,11 +76,35 @@ def init_producer_id(ctx: Context, req: Any) -> Any:
     )
 
 
+def _init_producer_id_refusal(ctx: Context, tid: str | None, enable_2pc: bool) -> ErrorCode | None:
+    """The authorization error of an InitProducerId, if any (KafkaApis' order)."""
+    if tid is not None:
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return ErrorCode.transactional_id_authorization_failed
+        if enable_2pc and not ctx.allowed(
+            Operation.TWO_PHASE_COMMIT, ResourceType.TRANSACTIONAL_ID, tid
+        ):
+            return ErrorCode.transactional_id_authorization_failed
+        return None
+    if ctx.cluster_allowed(Operation.IDEMPOTENT_WRITE) or ctx.allowed_any(
+        Operation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
+def _txn_id_allowed(ctx: Context, tid: str | None) -> bool:
+    return ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid or "")
+
+
 def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
     """AddPartitionsToTxn v0-3 (the client path).
 
-    Behaviour: any unknown partition fails the whole request (those partitions
-    UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED, nothing added);
+    Behaviour: without WRITE on the transactional id every partition gets
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; any partition of a topic without WRITE or of
+    an internal topic (TOPIC_AUTHORIZATION_FAILED) or unknown
+    (UNKNOWN_TOPIC_OR_PARTITION) fails the whole request (the rest
+    OPERATION_NOT_ATTEMPTED, nothing added);
     otherwise the coordinator's single answer is copied to every partition. v<2 reports
     PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. Simplification: the broker-to-broker
     batched form (v4+) is not served; verification happens in-process.
@@ -82,14 +112,23 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
     cluster = ctx.cluster
     tid = req.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if cluster.partition(*tp) is None}
-    if unknown:
-        codes = {
-            tp: ErrorCode.unknown_topic_or_partition
-            if tp in unknown
-            else ErrorCode.operation_not_attempted
-            for tp in wanted
-        }
+    # Kafka never authorizes internal topics here, with or without ACLs.
+    writable = {
+        t
+        for t in {t for t, _ in wanted}
+        if t not in INTERNAL_TOPICS and ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t)
+    }
+    refused = {
+        tp: ErrorCode.topic_authorization_failed
+        if tp[0] not in writable
+        else ErrorCode.unknown_topic_or_partition
+        for tp in wanted
+        if tp[0] not in writable or cluster.partition(*tp) is None
+    }
+    if not _txn_id_allowed(ctx, tid):
+        codes = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    elif refused:
+        codes = {tp: refused.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
     else:
         if _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
             code = ErrorCode.not_coordinator
@@ -143,10 +182,16 @@ def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
     Behaviour: adds the group's ``__consumer_offsets`` partition
     (``abs(hashCode(group)) % 50``) to the transaction with the AddPartitions rules;
     empty group id: INVALID_GROUP_ID; v<2 reports PRODUCER_FENCED as
-    INVALID_PRODUCER_EPOCH.
+    INVALID_PRODUCER_EPOCH. ACLs: WRITE on the transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
+    (GROUP_AUTHORIZATION_FAILED).
     """
     mod = response_module(ADD_OFFSETS, ctx.version)
-    if not req.group_id:
+    if not _txn_id_allowed(ctx, req.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
+        code = ErrorCode.group_authorization_failed
+    elif not req.group_id:
         code = ErrorCode.invalid_group_id
     elif _not_coordinator(ctx, COORDINATOR_TXN, req.transactional_id or ""):
         code = ErrorCode.not_coordinator
@@ -168,11 +213,14 @@ def end_txn(ctx: Context, req: Any) -> Any:
     Behaviour: the TV1 table for v0-4 and the TV2 table (epoch bump on every
     completion, new epoch returned) for v5+, as in ``TransactionCoordinator``; the
     reply comes once Prepare* is logged, markers follow asynchronously. v<2 reports
-    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. ACLs: WRITE on the transactional id,
+    else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
     """
     mod = response_module(END_TXN, ctx.version)
     tid = req.transactional_id
-    if _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
+    if not _txn_id_allowed(ctx, tid):
+        result = TxnResult(ErrorCode.transactional_id_authorization_failed)
+    elif _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
         result = TxnResult(ErrorCode.not_coordinator)
     else:
         result = ctx.cluster.txn.end_txn(
@@ -204,13 +252,22 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
     implicitly), else INVALID_TXN_STATE (v<=3) / TRANSACTION_ABORTABLE (v4); member and
     generation validated as Kafka does for transactional commits; metadata over 4096
     characters: OFFSET_METADATA_TOO_LARGE. Accepted offsets are staged until the
-    transaction's marker.
+    transaction's marker. ACLs: WRITE on the transactional id, READ on the group (every
+    partition TRANSACTIONAL_ID_/GROUP_AUTHORIZATION_FAILED), READ on each topic (that
+    topic's partitions TOPIC_AUTHORIZATION_FAILED, the others staged).
     """
     cluster = ctx.cluster
     group = req.group_id
     part = coordinator_partition(group) if group else -1
     top_error = ErrorCode.none
-    if not group:
+    readable = {
+        t.name for t in req.topics if ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+    }
+    if not _txn_id_allowed(ctx, req.transactional_id):
+        top_error = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.allowed(Operation.READ, ResourceType.GROUP, group or ""):
+        top_error = ErrorCode.group_authorization_failed
+    elif not group:
         top_error = ErrorCode.invalid_group_id
     elif _not_coordinator(ctx, COORDINATOR_GROUP, group):
         top_error = ErrorCode.not_coordinator
@@ -239,6 +296,8 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
     def stage(topic: str, p: Any) -> ErrorCode:
         if top_error is not ErrorCode.none:
             return top_error
+        if topic not in readable:
+            return ErrorCode.topic_authorization_failed
         if cluster.partition(topic, p.partition_index) is None:
             return ErrorCode.unknown_topic_or_partition
         if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
@@ -290,13 +349,17 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
     """DescribeTransactions v0: state, timeout, start time, producer id/epoch, partitions.
 
     Unknown (or expired) ids: TRANSACTIONAL_ID_NOT_FOUND; empty id: INVALID_REQUEST;
-    ids coordinated by another node: NOT_COORDINATOR.
+    ids coordinated by another node: NOT_COORDINATOR. ACLs: DESCRIBE on the
+    transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the partitions of
+    topics the principal may not DESCRIBE are left out.
     """
     mod = response_module(DESCRIBE_TRANSACTIONS, ctx.version)
     states = []
     for tid in req.transactional_ids:
         meta = None
-        if not tid:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            code = ErrorCode.transactional_id_authorization_failed
+        elif not tid:
             code = ErrorCode.invalid_request
         elif _not_coordinator(ctx, COORDINATOR_TXN, tid):
             code = ErrorCode.not_coordinator
@@ -305,6 +368,8 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
             code = ErrorCode.none if meta else ErrorCode.transactional_id_not_found
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(meta.partitions) if meta else ():
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+                continue
             by_topic.setdefault(topic, []).append(p)
         states.append(
             build(
@@ -337,7 +402,8 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     """ListTransactions v0-1: the transactions this node coordinates, filtered.
 
     Filters are AND-ed: state names (unknown ones echoed in ``unknown_state_filters``),
-    producer ids, and (v1) a minimum running duration. Dead ids are never listed.
+    producer ids, and (v1) a minimum running duration. Dead ids are never listed, nor
+    ids the principal may not DESCRIBE.
     """
     mod = response_module(LIST_TRANSACTIONS, ctx.version)
     valid = {s.value for s in TxnState}
@@ -349,6 +415,8 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     rows = []
     for tid, meta in sorted(ctx.cluster.txn.txns.items()):
         if meta.state is TxnState.DEAD or _not_coordinator(ctx, COORDINATOR_TXN, tid):
+            continue
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
             continue
         if req.state_filters and meta.state.value not in states:
             continue

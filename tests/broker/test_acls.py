@@ -1,0 +1,549 @@
+"""ACLs on the embedded cluster: CreateAcls/DescribeAcls/DeleteAcls and the
+transactional APIs under KIP-98's TransactionalId ACLs.
+
+Through librdkafka's and the Java client's admin (ACL CRUD), and librdkafka's,
+aiokafka's, the Java client's and our own transactional producers: a producer without
+WRITE on its transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, with it (literal
+or prefixed) it commits; a principal allowed prefix ``a-`` can neither start nor fence a
+transaction of prefix ``b-``; idempotent producers need IDEMPOTENT_WRITE on the cluster
+or WRITE on some topic; Metadata hides what the principal may not describe; ACLs
+survive a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import TransactionalIdAuthorizationFailed
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from pyspark_kafka_txn.client.errors import BrokerError
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.client.security import SecurityConfig
+from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from tests.broker.clients import first_address, raw_request, sasl_conf
+from tests.broker.java_client import JavaClient, JavaClientError
+
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+HANG_S = 60.0  # hang detector, never a timing assertion
+ANY_FILTER = AclBindingFilter(
+    ResourceType.ANY,
+    None,
+    ResourcePatternType.ANY,
+    None,
+    None,
+    AclOperation.ANY,
+    AclPermissionType.ANY,
+)
+
+
+def _security() -> ListenerSecurity:
+    return ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[EmbeddedKafka]:
+    with EmbeddedKafka(security=_security(), authorizer=True, super_users=("User:admin",)) as k:
+        yield k
+
+
+def _conf(kafka: EmbeddedKafka, user: str) -> dict[str, Any]:
+    return dict(sasl_conf(kafka.bootstrap_servers, "PLAIN", user, USERS[user]))
+
+
+def _admin(kafka: EmbeddedKafka, user: str = "admin") -> AdminClient:
+    return AdminClient(_conf(kafka, user))
+
+
+def _acl(
+    rtype: ResourceType,
+    name: str,
+    principal: str,
+    op: AclOperation,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+) -> AclBinding:
+    return AclBinding(rtype, name, pattern, principal, "*", op, permission)
+
+
+def _create(kafka: EmbeddedKafka, *acls: AclBinding) -> None:
+    admin = _admin(kafka)  # referenced until the futures complete
+    for future in admin.create_acls(list(acls), request_timeout=30).values():
+        future.result(30)
+
+
+def _delete(kafka: EmbeddedKafka, *acls: AclBinding) -> None:
+    filters = [
+        AclBindingFilter(
+            a.restype,
+            a.name,
+            a.resource_pattern_type,
+            a.principal,
+            a.host,
+            a.operation,
+            a.permission_type,
+        )
+        for a in acls
+    ]
+    admin = _admin(kafka)
+    for future in admin.delete_acls(filters, request_timeout=30).values():
+        assert future.result(30), "the ACL to delete was not found"
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def _kafka_error(call: Any) -> KafkaError:
+    with pytest.raises(KafkaException) as raised:
+        call()
+    error = raised.value.args[0]
+    assert isinstance(error, KafkaError)
+    return error
+
+
+def _committed_values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
+    """Every read_committed value of partition 0, read by the super user."""
+    consumer = Consumer(
+        {
+            **_conf(kafka, "admin"),
+            "group.id": _name("check-"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        values: list[bytes] = []
+        position = low
+        while position < high:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                position = consumer.position([TopicPartition(topic, 0)])[0].offset
+                if position >= high or position < 0:
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            values.append(msg.value())
+            position = msg.offset() + 1
+        return values
+    finally:
+        consumer.close()
+
+
+# --- ACL CRUD ---------------------------------------------------------------------
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer() -> None:
+    with EmbeddedKafka() as plain:
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap_servers})
+        acl = _acl(ResourceType.TOPIC, "t", "User:x", AclOperation.READ)
+        future = admin.create_acls([acl], request_timeout=30)[acl]
+        error = _kafka_error(lambda: future.result(30))
+        assert error.code() == KafkaError.SECURITY_DISABLED
+        assert error.str() == "No Authorizer is configured."
+        # librdkafka's describe_acls drops the top-level error: the raw answer shows it.
+        mod: Any = load_payload_module(29, 3, EntityType.request)
+        body = mod.DescribeAclsRequest(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+        answer = raw_request(first_address(plain.bootstrap_servers), 29, 3, body)
+        assert answer.error_code == ErrorCode.security_disabled
+        assert answer.resources == ()
+
+
+def test_acls_created_described_and_deleted_by_librdkafka_and_java(
+    secured: EmbeddedKafka,
+) -> None:
+    principal = f"User:{_name('crud-')}"
+    literal = _acl(ResourceType.TOPIC, "orders", principal, AclOperation.READ)
+    prefixed = _acl(
+        ResourceType.TRANSACTIONAL_ID,
+        "etl-",
+        principal,
+        AclOperation.WRITE,
+        ResourcePatternType.PREFIXED,
+    )
+    denied = _acl(
+        ResourceType.GROUP,
+        "*",
+        principal,
+        AclOperation.ALL,
+        permission=AclPermissionType.DENY,
+    )
+    _create(secured, literal, prefixed, denied)
+    _create(secured, literal)  # creating an existing ACL changes nothing
+    admin = _admin(secured)
+    mine = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        principal,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    assert set(admin.describe_acls(mine, request_timeout=30).result(30)) == {
+        literal,
+        prefixed,
+        denied,
+    }
+    # MATCH: the ACLs that apply to one resource name (its literal, the wildcard, prefixes).
+    match = AclBindingFilter(
+        ResourceType.TRANSACTIONAL_ID,
+        "etl-7",
+        ResourcePatternType.MATCH,
+        principal,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    assert admin.describe_acls(match, request_timeout=30).result(30) == [prefixed]
+
+    java = JavaClient(secured.bootstrap_servers, *_java_sasl("admin"))
+    try:
+        java.call("createacl", "CLUSTER", "kafka-cluster", "LITERAL", principal, "*",
+                  "IDEMPOTENT_WRITE", "ALLOW")  # fmt: skip
+        rows = [row for row in java.call("describeacls") if row[3] == principal]
+        assert sorted(rows) == sorted(
+            [
+                ["TOPIC", "orders", "LITERAL", principal, "*", "READ", "ALLOW"],
+                ["TRANSACTIONAL_ID", "etl-", "PREFIXED", principal, "*", "WRITE", "ALLOW"],
+                ["GROUP", "*", "LITERAL", principal, "*", "ALL", "DENY"],
+                ["CLUSTER", "kafka-cluster", "LITERAL", principal, "*", "IDEMPOTENT_WRITE",
+                 "ALLOW"],
+            ]
+        )  # fmt: skip
+        assert java.call("deleteacls", "TRANSACTIONAL_ID", "etl-", "PREFIXED") == 1
+        assert java.call("deleteacls", "TRANSACTIONAL_ID", "etl-", "PREFIXED") == 0
+        # An invalid ACL is refused by the broker with the reason.
+        with pytest.raises(JavaClientError) as refused:
+            java.call("createacl", "CLUSTER", "other-cluster", "LITERAL", principal, "*",
+                      "ALTER", "ALLOW")  # fmt: skip
+        assert refused.value.error == "InvalidRequestException"
+        assert "kafka-cluster" in str(refused.value)
+    finally:
+        java.close()
+    # librdkafka sees the Java client's change, and deletes by filter.
+    remaining = admin.describe_acls(mine, request_timeout=30).result(30)
+    assert prefixed not in remaining and literal in remaining and len(remaining) == 3
+    deleted = admin.delete_acls([mine], request_timeout=30)[mine].result(30)
+    assert len(deleted) == 3
+    assert admin.describe_acls(mine, request_timeout=30).result(30) == []
+
+
+def test_only_principals_allowed_on_the_cluster_manage_acls(secured: EmbeddedKafka) -> None:
+    alice = _admin(secured, "alice")
+    acl = _acl(ResourceType.TOPIC, "x", "User:alice", AclOperation.ALL)
+    future = alice.create_acls([acl], request_timeout=30)[acl]
+    assert _kafka_error(lambda: future.result(30)).code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    java = JavaClient(secured.bootstrap_servers, *_java_sasl("alice"))
+    try:
+        with pytest.raises(JavaClientError) as refused:
+            java.call("describeacls")
+        assert refused.value.error == "ClusterAuthorizationException"
+        with pytest.raises(JavaClientError) as refused:
+            java.call("deleteacls", "TOPIC", "x", "LITERAL")
+        assert refused.value.error == "ClusterAuthorizationException"
+    finally:
+        java.close()
+    assert acl not in _admin(secured).describe_acls(ANY_FILTER, request_timeout=30).result(30)
+
+
+# --- transactional ids --------------------------------------------------------------
+
+
+def test_transactional_apis_need_their_acls_librdkafka(secured: EmbeddedKafka) -> None:
+    """InitProducerId needs WRITE on the transactional id, AddPartitionsToTxn WRITE on
+    the topic, AddOffsetsToTxn READ on the group, EndTxn WRITE on the id again; each
+    refusal leaves nothing visible."""
+    topic, tid, group = _name("txn-"), _name("tx-"), _name("g-")
+    secured.create_topic(topic, 1)
+    describe = _acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.DESCRIBE)
+    _create(secured, describe)  # FindCoordinator passes; InitProducerId must not
+    producer = Producer({**_conf(secured, "alice"), "transactional.id": tid})
+    error = _kafka_error(lambda: producer.init_transactions(30))
+    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    write_id = _acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.WRITE)
+    # DESCRIBE on the topic: its metadata is known, writing to it is not allowed yet.
+    _create(secured, write_id, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.DESCRIBE))
+    producer = Producer({**_conf(secured, "alice"), "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"refused")
+    error = _kafka_error(lambda: producer.commit_transaction(30))
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Nothing was added to the transaction, so the abort's EndTxn finds it empty and
+    # gets INVALID_TXN_STATE (as from Kafka): librdkafka makes that fatal.
+    assert _kafka_error(lambda: producer.abort_transaction(30)).fatal()
+
+    _create(secured, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.WRITE))
+    producer = Producer({**_conf(secured, "alice"), "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"kept")
+    meta = Consumer({**_conf(secured, "admin"), "group.id": group}).consumer_group_metadata()
+    error = _kafka_error(
+        lambda: producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
+    )
+    assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    producer.abort_transaction(30)
+
+    _create(secured, _acl(ResourceType.GROUP, group, "User:alice", AclOperation.READ))
+    _create(secured, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ))
+    producer.begin_transaction()
+    producer.produce(topic, b"committed")
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
+    producer.commit_transaction(30)
+
+    # Losing WRITE on the id mid-transaction: EndTxn is refused, nothing is visible.
+    producer.begin_transaction()
+    producer.produce(topic, b"never")
+    producer.flush(30)
+    _delete(secured, write_id)
+    error = _kafka_error(lambda: producer.commit_transaction(30))
+    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert _committed_values(secured, topic) == [b"committed"]
+
+
+def _our_producer(kafka: EmbeddedKafka, user: str, tid: str) -> TransactionalProducer:
+    security = SecurityConfig.from_options(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": USERS[user],
+        }
+    )
+    config = ProducerConfig(kafka.bootstrap_servers, tid, security=security)
+    return TransactionalProducer(config)
+
+
+def _aiokafka_init(kafka: EmbeddedKafka, user: str, tid: str) -> None:
+    async def run() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap_servers,
+            transactional_id=tid,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username=user,
+            sasl_plain_password=USERS[user],
+        )
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+def test_prefix_acl_keeps_a_principal_to_its_own_transactional_ids(
+    secured: EmbeddedKafka,
+) -> None:
+    """Alice may WRITE transactional ids ``a-*``: she commits as ``a-...`` through every
+    client, and can neither start nor fence a transaction of ``b-...`` (bob's)."""
+    run = uuid.uuid4().hex[:6]
+    topic = _name("prefix-")
+    secured.create_topic(topic, 1)
+    _create(
+        secured,
+        _acl(ResourceType.TRANSACTIONAL_ID, f"a-{run}-", "User:alice", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        _acl(ResourceType.TRANSACTIONAL_ID, f"b-{run}-", "User:bob", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.WRITE),
+        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE),
+    )  # fmt: skip
+    # Bob holds an open transaction on b-...-1.
+    victim = f"b-{run}-1"
+    bob = Producer({**_conf(secured, "bob"), "transactional.id": victim})
+    bob.init_transactions(30)
+    bob.begin_transaction()
+    bob.produce(topic, b"bob")
+    bob.flush(30)
+
+    # Alice through librdkafka, aiokafka, our client and the Java client.
+    mine = Producer({**_conf(secured, "alice"), "transactional.id": f"a-{run}-1"})
+    mine.init_transactions(30)
+    mine.begin_transaction()
+    mine.produce(topic, b"alice")
+    mine.commit_transaction(30)
+    intruder = Producer({**_conf(secured, "alice"), "transactional.id": victim})
+    error = _kafka_error(lambda: intruder.init_transactions(30))
+    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert error.fatal()
+
+    _aiokafka_init(secured, "alice", f"a-{run}-2")
+    with pytest.raises(TransactionalIdAuthorizationFailed):
+        _aiokafka_init(secured, "alice", victim)
+
+    with _our_producer(secured, "alice", f"a-{run}-3") as ours:
+        ours.init_transactions()
+    with _our_producer(secured, "alice", victim) as ours, pytest.raises(BrokerError) as denied:
+        ours.init_transactions()
+    assert denied.value.code.name == "transactional_id_authorization_failed"
+
+    java = JavaClient(secured.bootstrap_servers)
+    sasl = _java_sasl("alice")
+    try:
+        java.call("producer", "ok", f"a-{run}-4", *sasl)
+        java.call("init", "ok")
+        java.call("producer", "bad", victim, *sasl)
+        with pytest.raises(JavaClientError) as refused:
+            java.call("init", "bad")
+        assert refused.value.error == "TransactionalIdAuthorizationException"
+    finally:
+        java.close()
+
+    # None of it fenced bob: his transaction still commits.
+    bob.commit_transaction(30)
+    assert sorted(_committed_values(secured, topic)) == [b"alice", b"bob"]
+
+
+def test_two_phase_commit_needs_its_own_operation() -> None:
+    """KIP-939: Enable2Pc needs TWO_PHASE_COMMIT on the transactional id besides WRITE
+    (granted through the Java admin: librdkafka's enum does not know the operation)."""
+    with EmbeddedKafka(
+        security=_security(),
+        authorizer=True,
+        super_users=("User:admin",),
+        transaction_two_phase_commit=True,
+    ) as kafka:
+        tid = _name("tpc-")
+        _create(kafka, _acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.WRITE))
+        security = SecurityConfig.from_options(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": USERS["alice"],
+            }
+        )
+
+        def init(two_phase: str) -> None:
+            config = ProducerConfig(
+                kafka.bootstrap_servers, tid, two_phase_commit=two_phase, security=security
+            )
+            with TransactionalProducer(config) as producer:
+                producer.init_transactions()
+
+        init("false")  # WRITE alone: an ordinary transaction
+        with pytest.raises(BrokerError) as denied:
+            init("true")
+        assert denied.value.code.name == "transactional_id_authorization_failed"
+        java = JavaClient(kafka.bootstrap_servers, *_java_sasl("admin"))
+        try:
+            java.call("createacl", "TRANSACTIONAL_ID", tid, "LITERAL", "User:alice", "*",
+                      "TWO_PHASE_COMMIT", "ALLOW")  # fmt: skip
+        finally:
+            java.close()
+        init("true")
+
+
+def _java_sasl(user: str) -> tuple[str, ...]:
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{USERS[user]}";'
+    )
+    return ("security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN", f"sasl.jaas.config={jaas}")
+
+
+# --- idempotence, metadata, persistence -----------------------------------------------
+
+
+def test_idempotent_producer_needs_idempotent_write_or_write_on_a_topic(
+    secured: EmbeddedKafka,
+) -> None:
+    topic = _name("idem-")
+    secured.create_topic(topic, 1)
+
+    def produce_one(user: str) -> KafkaError | None:
+        errors: list[KafkaError] = []
+        delivered: list[Any] = []
+        producer = Producer(
+            {
+                **_conf(secured, user),
+                "enable.idempotence": True,
+                "error_cb": errors.append,
+            }
+        )
+        try:
+            producer.produce(topic, b"x", on_delivery=lambda err, _m: delivered.append(err))
+            deadline = time.monotonic() + HANG_S
+            while not delivered and not any(e.fatal() for e in errors):
+                assert time.monotonic() < deadline, "neither delivered nor refused"
+                producer.poll(0.1)
+        except KafkaException as exc:  # a fatal error surfaces from the next call
+            errors.append(exc.args[0])
+        fatal = [e for e in errors if e.fatal()]
+        return fatal[0] if fatal else delivered[0]
+
+    # DESCRIBE on the topic (its metadata is known) but no right to write anything.
+    _create(secured, _acl(ResourceType.TOPIC, topic, "User:carol", AclOperation.DESCRIBE))
+    error = produce_one("carol")
+    assert error is not None and error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # WRITE on any topic is enough for InitProducerId (KIP-679), but the record goes to
+    # `topic`, which needs WRITE itself.
+    other = _name("other-")
+    _create(secured, _acl(ResourceType.TOPIC, other, "User:carol", AclOperation.WRITE))
+    error = produce_one("carol")
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    _create(secured, _acl(ResourceType.TOPIC, topic, "User:carol", AclOperation.WRITE))
+    assert produce_one("carol") is None
+
+
+def test_metadata_hides_topics_the_principal_may_not_describe(secured: EmbeddedKafka) -> None:
+    visible, hidden = _name("vis-"), _name("hid-")
+    secured.create_topic(visible, 1)
+    secured.create_topic(hidden, 1)
+    _create(secured, _acl(ResourceType.TOPIC, visible, "User:bob", AclOperation.READ))
+    bob = _admin(secured, "bob")
+    listed = bob.list_topics(timeout=30).topics
+    assert visible in listed and hidden not in listed
+    for name in (hidden, _name("ghost-")):  # existing or not: the same answer
+        answer = bob.list_topics(topic=name, timeout=30).topics[name]
+        assert answer.error is not None
+        assert answer.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert hidden in _admin(secured).list_topics(timeout=30).topics
+
+
+def test_acls_survive_a_restart(tmp_path: Path) -> None:
+    acl = _acl(ResourceType.TOPIC, "kept", "User:bob", AclOperation.READ,
+               ResourcePatternType.PREFIXED)  # fmt: skip
+    settings: dict[str, Any] = {
+        "security": _security(),
+        "authorizer": True,
+        "super_users": ("User:admin",),
+        "data_dir": tmp_path / "data",
+    }
+    with EmbeddedKafka(**settings) as kafka:
+        _create(kafka, acl)
+    with EmbeddedKafka(**settings) as kafka:
+        assert _admin(kafka).describe_acls(ANY_FILTER, request_timeout=30).result(30) == [acl]

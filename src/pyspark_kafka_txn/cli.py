@@ -44,6 +44,9 @@ def _broker(args: argparse.Namespace) -> int:
         initial_producer_epoch=args.initial_producer_epoch,
         auto_create_topics=args.auto_create_topics,
         security=_security(args),
+        authorizer=args.authorizer,
+        super_users=tuple(args.super_user or ()),
+        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
     )
     with kafka:
         for spec in args.topic or ():
@@ -213,6 +216,16 @@ def _client_options(args: argparse.Namespace) -> dict[str, str]:
                             options.pop(stale, None)
         options[key] = value
     return options
+
+
+def _principal(text: str) -> str:
+    from pyspark_kafka_txn.embedded.acl import InvalidAclError, check_principal
+
+    try:
+        check_principal(text)
+    except InvalidAclError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; expected User:NAME") from None
+    return text
 
 
 def _positive_float(text: str) -> float:
@@ -441,6 +454,24 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--ssl-cafile", type=Path, help="PEM CA to verify client certificates")
     broker.add_argument(
         "--ssl-client-auth", action="store_true", help="require client certificates"
+    )
+    broker.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="enforce ACLs (Kafka's StandardAuthorizer; manage them with kafka-acls.sh or "
+        "an admin client); without it everything is allowed",
+    )
+    broker.add_argument(
+        "--super-user",
+        action="append",
+        metavar="User:NAME",
+        type=_principal,
+        help="super.users entry, allowed everything (repeatable)",
+    )
+    broker.add_argument(
+        "--allow-everyone-if-no-acl-found",
+        action="store_true",
+        help="allow.everyone.if.no.acl.found=true: resources without any ACL are open",
     )
     broker.set_defaults(run=_broker)
 

@@ -20,9 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TransactionalIdAuthorizationFailed
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -32,6 +40,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from cryptography import x509
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
@@ -547,3 +556,88 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
         _create(kafka, acl)
     with EmbeddedKafka(**settings) as kafka:
         assert _admin(kafka).describe_acls(ANY_FILTER, request_timeout=30).result(30) == [acl]
+
+
+def test_tls_client_certificate_subject_is_the_principal(tmp_path: Path) -> None:
+    """On an SSL listener with client authentication the principal is ``User:`` and the
+    certificate's RFC 2253 subject (read here by ``cryptography``, independently)."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    server.private_key_pem.write_to_path(str(files["key"]))
+    for i, blob in enumerate(server.cert_chain_pems):
+        blob.write_to_path(str(files["cert"]), append=i > 0)
+
+    def client(cn: str) -> tuple[str, str]:
+        leaf = ca.issue_cert(common_name=cn, organization_name="Acme, Inc.")
+        pem = tmp_path / f"{cn}.pem"
+        leaf.private_key_and_cert_chain_pem.write_to_path(str(pem))
+        subject = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes()).subject
+        return str(pem), f"User:{subject.rfc4514_string()}"
+
+    (admin_pem, admin), (writer_pem, writer), (other_pem, _other) = (
+        client("admin"),
+        client("writer"),
+        client("other"),
+    )
+    security = ListenerSecurity(
+        protocol="SSL",
+        ssl_certfile=files["cert"],
+        ssl_keyfile=files["key"],
+        ssl_cafile=files["ca"],
+        ssl_client_auth=True,
+    )
+    with EmbeddedKafka(security=security, authorizer=True, super_users=(admin,)) as kafka:
+        kafka.create_topic("signed", 1)
+
+        def conf(pem: str) -> dict[str, Any]:
+            return {
+                "bootstrap.servers": kafka.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(files["ca"]),
+                "ssl.certificate.location": pem,
+                "ssl.key.location": pem,
+            }
+
+        admin_client = AdminClient(conf(admin_pem))
+        grant = _acl(ResourceType.TOPIC, "signed", writer, AclOperation.WRITE)
+        admin_client.create_acls([grant], request_timeout=30)[grant].result(30)
+        assert "," in writer and "\\," in writer  # the escaped "Acme\, Inc." is matched
+
+        def produce(pem: str) -> KafkaError | None:
+            reports: list[KafkaError | None] = []
+            producer = Producer(conf(pem))
+            producer.produce("signed", b"x", on_delivery=lambda err, _m: reports.append(err))
+            producer.flush(30)
+            assert len(reports) == 1, "no delivery report"
+            return reports[0]
+
+        assert produce(writer_pem) is None
+        refused = produce(other_pem)
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_reflect_the_acls(secured: EmbeddedKafka) -> None:
+    """Metadata's and DescribeCluster-style authorized operations through librdkafka and
+    the Java client: what the principal may do, not every supported operation."""
+    topic = _name("ops-")
+    secured.create_topic(topic, 1)
+    _create(
+        secured,
+        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ),
+        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.ALTER_CONFIGS),
+    )
+    bob = _admin(secured, "bob")
+    [described] = bob.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True, request_timeout=30
+    ).values()
+    ops = {op.name for op in described.result(30).authorized_operations}
+    assert ops == {"READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+    java = JavaClient(secured.bootstrap_servers, *_java_sasl("bob"))
+    try:
+        assert java.call("topicops", topic) == sorted(
+            ["READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"]
+        )
+    finally:
+        java.close()

@@ -1,4 +1,5 @@
-"""The ``broker`` command line: readiness line, topics at start, clean stop on signals."""
+"""The ``broker`` command line: readiness line, topics at start, clean stop on signals,
+ACLs with ``--authorizer``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,23 @@ import signal
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
-from tests.broker.clients import consume_all, free_port, start_cli_broker, stop_cli_broker
+from pyspark_kafka_txn.cli import build_parser
+from tests.broker.clients import (
+    consume_all,
+    free_port,
+    sasl_conf,
+    start_cli_broker,
+    stop_cli_broker,
+)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -30,3 +45,31 @@ def test_cli_broker_serves_topics_and_stops_on_signal(signum: int) -> None:
         code, rest = stop_cli_broker(proc, signum)
     assert code == 0
     assert rest == ""  # the readiness line is the only output
+
+
+def test_cli_broker_enforces_acls_with_its_super_user() -> None:
+    """``--authorizer --super-user``: the super user manages ACLs, everyone else is
+    refused until an ACL allows them."""
+    users = ("--sasl-user", "admin:admin-pw", "--sasl-user", "app:app-pw")
+    proc, bootstrap = start_cli_broker(
+        "--port", "0", "--topic", "t", "--security-protocol", "SASL_PLAINTEXT", *users,
+        "--authorizer", "--super-user", "User:admin",
+    )  # fmt: skip
+    try:
+        admin = AdminClient(sasl_conf(bootstrap, "PLAIN", "admin", "admin-pw"))
+        app = AdminClient(sasl_conf(bootstrap, "PLAIN", "app", "app-pw"))
+        assert "t" in admin.list_topics(timeout=10).topics
+        assert "t" not in app.list_topics(timeout=10).topics
+        acl = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:app", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # fmt: skip
+        admin.create_acls([acl])[acl].result(10)
+        assert "t" in app.list_topics(timeout=10).topics
+    finally:
+        code, _rest = stop_cli_broker(proc, signal.SIGTERM)
+    assert code == 0
+
+
+def test_cli_broker_rejects_a_malformed_super_user() -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["broker", "--super-user", "admin"])
+    assert exited.value.code == 2

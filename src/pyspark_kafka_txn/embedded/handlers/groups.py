@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
@@ -11,6 +12,10 @@ from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+
+
+def _topic_allowed(ctx: Context, operation: Operation, topic: str) -> bool:
+    return ctx.allowed(operation, ResourceType.TOPIC, topic)
 
 
 def _group_error(ctx: Context, group: str | None) -> ErrorCode:
@@ -24,18 +29,24 @@ def _group_error(ctx: Context, group: str | None) -> ErrorCode:
 def offset_commit(ctx: Context, req: Any) -> Any:
     """OffsetCommit v2-9.
 
-    Behaviour: empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; member and
-    generation validated by the membership state (generation -1 with no member id is
-    accepted for a group without members; a generation for a group that does not exist
-    is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before); unknown topics/partitions get
-    UNKNOWN_TOPIC_OR_PARTITION while the others are committed; metadata over 4096
-    characters OFFSET_METADATA_TOO_LARGE. The offset value itself is not validated.
+    Behaviour: without READ on the group every partition GROUP_AUTHORIZATION_FAILED; the
+    partitions of a topic without READ TOPIC_AUTHORIZATION_FAILED, whatever else fails
+    (when every topic is refused the group is not touched); empty group id
+    INVALID_GROUP_ID; wrong node NOT_COORDINATOR; member and generation validated by the
+    membership state (generation -1 with no member id is accepted for a group without
+    members; a generation for a group that does not exist is GROUP_ID_NOT_FOUND from v9,
+    ILLEGAL_GENERATION before); unknown topics/partitions get UNKNOWN_TOPIC_OR_PARTITION
+    while the others are committed; metadata over 4096 characters
+    OFFSET_METADATA_TOO_LARGE. The offset value itself is not validated.
     """
     cluster = ctx.cluster
     mod = response_module(OFFSET_COMMIT, ctx.version)
     group = req.group_id
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group or ""):
+        return errors.offset_commit_error(ctx, req, ErrorCode.group_authorization_failed)
+    allowed = {t.name for t in req.topics if _topic_allowed(ctx, Operation.READ, t.name)}
     top = _group_error(ctx, group)
-    if top is ErrorCode.none:
+    if top is ErrorCode.none and (allowed or not req.topics):
         top = cluster.membership.validate_offset_commit(
             group,
             req.generation_id_or_member_epoch,
@@ -49,7 +60,7 @@ def offset_commit(ctx: Context, req: Any) -> Any:
     for topic in req.topics:
         parts = []
         for p in topic.partitions:
-            code = top
+            code = top if topic.name in allowed else ErrorCode.topic_authorization_failed
             if code is ErrorCode.none:
                 if cluster.partition(topic.name, p.partition_index) is None:
                     code = ErrorCode.unknown_topic_or_partition
@@ -85,21 +96,35 @@ def _fetch_group(
     names: tuple[str, str, str],
 ) -> tuple[ErrorCode, tuple[Any, ...]]:
     topic_cls, part_cls, _ = names
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group or ""):
+        return ErrorCode.group_authorization_failed, ()
     top = _group_error(ctx, group)
     offsets = ctx.cluster.offsets
     if top is not ErrorCode.none:
         return top, ()
+    wanted: dict[str, list[int]] = {}
+    denied: dict[str, list[int]] = {}
     if topics is None:
-        wanted: dict[str, list[int]] = {}
+        # Every committed partition, less the topics the principal may not describe.
+        visible: dict[str, bool] = {}
         for t, p in offsets.committed_partitions(group):
-            wanted.setdefault(t, []).append(p)
+            if t not in visible:
+                visible[t] = _topic_allowed(ctx, Operation.DESCRIBE, t)
+            if visible[t]:
+                wanted.setdefault(t, []).append(p)
     else:
-        wanted = {t.name: list(t.partition_indexes) for t in topics}
+        for t in topics:
+            allowed = _topic_allowed(ctx, Operation.DESCRIBE, t.name)
+            (wanted if allowed else denied)[t.name] = list(t.partition_indexes)
     out = []
-    for name, indexes in wanted.items():
+    # Kafka lists the requested topics it refused after the others.
+    for name, indexes in (*wanted.items(), *denied.items()):
         parts = []
         for index in indexes:
-            code, value = offsets.fetch(group, (name, index), require_stable=require_stable)
+            if name in denied:
+                code, value = ErrorCode.topic_authorization_failed, None
+            else:
+                code, value = offsets.fetch(group, (name, index), require_stable=require_stable)
             parts.append(
                 build(
                     getattr(mod, part_cls),
@@ -117,8 +142,12 @@ def _fetch_group(
 def offset_fetch(ctx: Context, req: Any) -> Any:
     """OffsetFetch v1-9.
 
-    Behaviour: committed offsets (-1 when none, no error, no topic check); a null topic
-    list returns every partition with a committed offset; with RequireStable (v7+) a
+    Behaviour: without DESCRIBE on the group GROUP_AUTHORIZATION_FAILED (top level
+    before v8, per group from v8; v1 puts it on every requested partition, as it has no
+    top-level error); committed offsets (-1 when none, no error, no topic existence
+    check); requested topics without DESCRIBE get TOPIC_AUTHORIZATION_FAILED per
+    partition, listed after the others; a null topic list returns every partition with a
+    committed offset of the topics the principal may describe; with RequireStable (v7+) a
     partition with a staged transactional offset gets UNSTABLE_OFFSET_COMMIT; v8+ is
     batched by group.
     """
@@ -177,16 +206,19 @@ def offset_fetch(ctx: Context, req: Any) -> Any:
 def offset_delete(ctx: Context, req: Any) -> Any:
     """OffsetDelete v0.
 
-    Behaviour: INVALID_GROUP_ID, NOT_COORDINATOR, or GROUP_ID_NOT_FOUND (neither members
-    nor offsets) for the whole request; per partition UNKNOWN_TOPIC_OR_PARTITION for a
-    partition that does not exist, GROUP_SUBSCRIBED_TO_TOPIC while a live member consumes
-    the topic (consumer protocol subscriptions; any other protocol type with members
-    counts as subscribed); otherwise the committed offset is deleted (persisted; none is
-    no error).
+    Behaviour: without DELETE on the group GROUP_AUTHORIZATION_FAILED, else
+    INVALID_GROUP_ID, NOT_COORDINATOR, or GROUP_ID_NOT_FOUND (neither members nor
+    offsets) for the whole request; per partition TOPIC_AUTHORIZATION_FAILED for a topic
+    without READ, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
+    GROUP_SUBSCRIBED_TO_TOPIC while a live member consumes the topic (consumer protocol
+    subscriptions; any other protocol type with members counts as subscribed); otherwise
+    the committed offset is deleted (persisted; none is no error).
     """
     cluster = ctx.cluster
     mod = response_module(OFFSET_DELETE, ctx.version)
     group = req.group_id
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, group or ""):
+        return _offset_delete_error(ctx, req, ErrorCode.group_authorization_failed)
     top = _group_error(ctx, group)
     if top is ErrorCode.none and cluster.membership.group(group) is None:
         top = ErrorCode.group_id_not_found
@@ -194,11 +226,14 @@ def offset_delete(ctx: Context, req: Any) -> Any:
         return _offset_delete_error(ctx, req, top)
     topics = []
     for topic in req.topics:
+        allowed = _topic_allowed(ctx, Operation.READ, topic.name)
         subscribed = cluster.membership.subscribes_to(group, topic.name)
         parts = []
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if cluster.partition(*tp) is None:
+            if not allowed:
+                code = ErrorCode.topic_authorization_failed
+            elif cluster.partition(*tp) is None:
                 code = ErrorCode.unknown_topic_or_partition
             elif subscribed:
                 code = ErrorCode.group_subscribed_to_topic

@@ -4,7 +4,10 @@ DescribeGroups, ListGroups, DeleteGroups.
 The handlers translate between kio entities and :mod:`..membership`, which holds the
 rebalance state machine; JoinGroup and SyncGroup are coroutines that wait for the
 rebalance. Every group request must reach the group's coordinator (NOT_COORDINATOR
-otherwise) and name a group (INVALID_GROUP_ID).
+otherwise) and name a group (INVALID_GROUP_ID). With an authorizer, the ACL checks of
+Kafka 4.x's KafkaApis come first: READ on the group for JoinGroup, SyncGroup, Heartbeat
+and LeaveGroup, DESCRIBE for DescribeGroups and ListGroups, DELETE for DeleteGroups
+(GROUP_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -12,14 +15,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
-from pyspark_kafka_txn.embedded.dispatch import (
-    GROUP_AUTHORIZED_OPS,
-    NO_AUTHORIZED_OPS,
-    NO_THROTTLE,
-    ApiSpec,
-    Context,
-)
+from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.membership import (
     CLASSIC_GROUP_TYPE,
     GroupState,
@@ -37,6 +35,10 @@ _MS = datetime.timedelta(milliseconds=1)
 
 def _not_coordinator(ctx: Context, group: str) -> bool:
     return ctx.cluster.coordinator(COORDINATOR_GROUP, group) != ctx.node_id
+
+
+def _allowed(ctx: Context, operation: Operation, group: str | None) -> bool:
+    return ctx.allowed(operation, ResourceType.GROUP, group or "")
 
 
 def _join_response(ctx: Context, result: JoinResult) -> Any:
@@ -67,7 +69,8 @@ def _join_response(ctx: Context, result: JoinResult) -> Any:
 async def join_group(ctx: Context, req: Any) -> Any:
     """JoinGroup v0-9.
 
-    Behaviour: empty group id INVALID_GROUP_ID; session timeout outside
+    Behaviour: without READ on the group GROUP_AUTHORIZATION_FAILED (empty member id,
+    generation -1); empty group id INVALID_GROUP_ID; session timeout outside
     [group.min.session.timeout.ms, group.max.session.timeout.ms] INVALID_SESSION_TIMEOUT;
     wrong node NOT_COORDINATOR; v4+ dynamic members without an id get MEMBER_ID_REQUIRED
     and a generated id; incompatible protocol type or names INCONSISTENT_GROUP_PROTOCOL;
@@ -81,6 +84,8 @@ async def join_group(ctx: Context, req: Any) -> Any:
     config = cluster.config
     session_ms = req.session_timeout // _MS
     rebalance_ms = req.rebalance_timeout // _MS if ctx.version >= 1 else session_ms
+    if not _allowed(ctx, Operation.READ, req.group_id):
+        return _join_error(ctx, req, ErrorCode.group_authorization_failed)
     error = ErrorCode.none
     if not req.group_id:
         error = ErrorCode.invalid_group_id
@@ -124,11 +129,13 @@ def _sync_response(ctx: Context, result: SyncResult) -> Any:
 async def sync_group(ctx: Context, req: Any) -> Any:
     """SyncGroup v0-5.
 
-    Behaviour: v5+ without protocol type or name INCONSISTENT_GROUP_PROTOCOL; empty group
-    id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; unknown group, empty group or
-    unknown member UNKNOWN_MEMBER_ID (FENCED_INSTANCE_ID for a replaced static member);
-    generation mismatch ILLEGAL_GENERATION; protocol type/name differing from the
-    group's INCONSISTENT_GROUP_PROTOCOL; during PreparingRebalance REBALANCE_IN_PROGRESS.
+    Behaviour: v5+ without protocol type or name INCONSISTENT_GROUP_PROTOCOL (checked
+    before authorization, as Kafka does); without READ on the group
+    GROUP_AUTHORIZATION_FAILED; empty group id INVALID_GROUP_ID; wrong node
+    NOT_COORDINATOR; unknown group, empty group or unknown member UNKNOWN_MEMBER_ID
+    (FENCED_INSTANCE_ID for a replaced static member); generation mismatch
+    ILLEGAL_GENERATION; protocol type/name differing from the group's
+    INCONSISTENT_GROUP_PROTOCOL; during PreparingRebalance REBALANCE_IN_PROGRESS.
     In CompletingRebalance the answer waits for the leader's SyncGroup, whose assignment
     (empty for members it leaves out) then goes to every member and makes the group
     Stable; in Stable the member's current assignment is returned.
@@ -137,6 +144,8 @@ async def sync_group(ctx: Context, req: Any) -> Any:
     protocol_name = getattr(req, "protocol_name", None)
     if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
         return _sync_response(ctx, SyncResult(error=ErrorCode.inconsistent_group_protocol))
+    if not _allowed(ctx, Operation.READ, req.group_id):
+        return _sync_response(ctx, SyncResult(error=ErrorCode.group_authorization_failed))
     if not req.group_id:
         return _sync_response(ctx, SyncResult(error=ErrorCode.invalid_group_id))
     if _not_coordinator(ctx, req.group_id):
@@ -161,11 +170,14 @@ def _heartbeat_response(ctx: Context, error: ErrorCode) -> Any:
 def heartbeat(ctx: Context, req: Any) -> Any:
     """Heartbeat v0-4.
 
-    Behaviour: empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; unknown group
-    or member UNKNOWN_MEMBER_ID (FENCED_INSTANCE_ID for a replaced static member);
-    generation mismatch ILLEGAL_GENERATION; PreparingRebalance REBALANCE_IN_PROGRESS
-    (the member must rejoin). A valid heartbeat re-arms the member's session timer.
+    Behaviour: without READ on the group GROUP_AUTHORIZATION_FAILED; empty group id
+    INVALID_GROUP_ID; wrong node NOT_COORDINATOR; unknown group or member
+    UNKNOWN_MEMBER_ID (FENCED_INSTANCE_ID for a replaced static member); generation
+    mismatch ILLEGAL_GENERATION; PreparingRebalance REBALANCE_IN_PROGRESS (the member
+    must rejoin). A valid heartbeat re-arms the member's session timer.
     """
+    if not _allowed(ctx, Operation.READ, req.group_id):
+        return _heartbeat_response(ctx, ErrorCode.group_authorization_failed)
     if not req.group_id:
         return _heartbeat_response(ctx, ErrorCode.invalid_group_id)
     if _not_coordinator(ctx, req.group_id):
@@ -197,16 +209,19 @@ def _leave_response(ctx: Context, top: ErrorCode, outcomes: list[MemberOutcome])
 def leave_group(ctx: Context, req: Any) -> Any:
     """LeaveGroup v0-5.
 
-    Behaviour: empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; v3+ removes a
-    batch of members, each with its own error (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID; an
-    empty member id with a group.instance.id removes that static member); v0-2 carry one
-    member and report its error at the top level. Members leaving a Stable or
-    CompletingRebalance group trigger a rebalance.
+    Behaviour: without READ on the group GROUP_AUTHORIZATION_FAILED at the top level (no
+    member leaves); empty group id INVALID_GROUP_ID; wrong node NOT_COORDINATOR; v3+
+    removes a batch of members, each with its own error (UNKNOWN_MEMBER_ID,
+    FENCED_INSTANCE_ID; an empty member id with a group.instance.id removes that static
+    member); v0-2 carry one member and report its error at the top level. Members
+    leaving a Stable or CompletingRebalance group trigger a rebalance.
     """
     if ctx.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         identities = [(req.member_id, None)]
+    if not _allowed(ctx, Operation.READ, req.group_id):
+        return _leave_response(ctx, ErrorCode.group_authorization_failed, [])
     if not req.group_id:
         return _leave_response(ctx, ErrorCode.invalid_group_id, [])
     if _not_coordinator(ctx, req.group_id):
@@ -232,16 +247,22 @@ def _failed_group(mod: Any, group_id: str, code: ErrorCode, message: str | None 
 def describe_groups(ctx: Context, req: Any) -> Any:
     """DescribeGroups v0-6.
 
-    Behaviour: per group: wrong node NOT_COORDINATOR; an unknown group is reported in the
-    Dead state without error before v6 and as GROUP_ID_NOT_FOUND from v6; member
-    metadata and the protocol name are only given for Stable groups; authorized
-    operations (v3+, when asked) are READ, DELETE and DESCRIBE (no authorizer).
+    Behaviour: per group: without DESCRIBE on it GROUP_AUTHORIZATION_FAILED (these are
+    listed first, as Kafka does); wrong node NOT_COORDINATOR; an unknown group is
+    reported in the Dead state without error before v6 and as GROUP_ID_NOT_FOUND from
+    v6; member metadata and the protocol name are only given for Stable groups;
+    authorized operations (v3+, when asked, for groups without error) are the group
+    operations the principal may perform (all five without an authorizer).
     """
     mod = response_module(DESCRIBE_GROUPS, ctx.version)
     membership = ctx.cluster.membership
     want_ops = getattr(req, "include_authorized_operations", False)
+    denied = []
     groups = []
     for group_id in req.groups:
+        if not _allowed(ctx, Operation.DESCRIBE, group_id):
+            denied.append(_failed_group(mod, group_id, ErrorCode.group_authorization_failed))
+            continue
         if _not_coordinator(ctx, group_id):
             groups.append(_failed_group(mod, group_id, ErrorCode.not_coordinator))
             continue
@@ -276,10 +297,14 @@ def describe_groups(ctx: Context, req: Any) -> Any:
                 protocol_type=described.protocol_type,
                 protocol_data=described.protocol_data,
                 members=members,
-                authorized_operations=GROUP_AUTHORIZED_OPS if want_ops else NO_AUTHORIZED_OPS,
+                authorized_operations=(
+                    ctx.authorized_operations(ResourceType.GROUP, group_id)
+                    if want_ops
+                    else NO_AUTHORIZED_OPS
+                ),
             )
         )
-    return build(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    return build(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=(*denied, *groups))
 
 
 def list_groups(ctx: Context, req: Any) -> Any:
@@ -288,9 +313,11 @@ def list_groups(ctx: Context, req: Any) -> Any:
     Behaviour: the groups this node coordinates, including "simple" groups that only
     have committed offsets (Empty, protocol type ""); v4+ filters by state
     (case-insensitive), v5+ by type (every group here is "classic"; unknown types match
-    nothing).
+    nothing). A principal without DESCRIBE on the cluster only sees the groups it may
+    DESCRIBE (no error).
     """
     mod = response_module(LIST_GROUPS, ctx.version)
+    every_group = ctx.cluster_allowed(Operation.DESCRIBE)
     states = {s.strip().lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
     groups = []
@@ -298,6 +325,8 @@ def list_groups(ctx: Context, req: Any) -> Any:
         for g in ctx.cluster.membership.list_groups(lambda gid: not _not_coordinator(ctx, gid)):
             assert g.state is not None
             if states and g.state.value.lower() not in states:
+                continue
+            if not every_group and not _allowed(ctx, Operation.DESCRIBE, g.group_id):
                 continue
             groups.append(
                 build(
@@ -341,14 +370,25 @@ def _describe_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 def delete_groups(ctx: Context, req: Any) -> Any:
     """DeleteGroups v0-2.
 
-    Behaviour: per group, INVALID_GROUP_ID for an empty id, NOT_COORDINATOR on another
+    Behaviour: per group, GROUP_AUTHORIZATION_FAILED without DELETE on it (listed
+    last, as Kafka does), INVALID_GROUP_ID for an empty id, NOT_COORDINATOR on another
     node, GROUP_ID_NOT_FOUND for a group with neither members nor offsets, NON_EMPTY_GROUP
     while it has members (any state but Empty); otherwise the group and all its offsets,
     committed and staged, are deleted (persisted).
     """
     mod = response_module(DELETE_GROUPS, ctx.version)
     results = []
+    denied = []
     for group_id in req.groups_names:
+        if not _allowed(ctx, Operation.DELETE, group_id):
+            denied.append(
+                build(
+                    mod.DeletableGroupResult,
+                    group_id=group_id,
+                    error_code=ErrorCode.group_authorization_failed,
+                )
+            )
+            continue
         if not group_id:
             code = ErrorCode.invalid_group_id
         elif _not_coordinator(ctx, group_id):
@@ -356,7 +396,7 @@ def delete_groups(ctx: Context, req: Any) -> Any:
         else:
             code = ctx.cluster.membership.delete(group_id)
         results.append(build(mod.DeletableGroupResult, group_id=group_id, error_code=code))
-    return build(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return build(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=(*results, *denied))
 
 
 def _delete_groups_error(ctx: Context, req: Any, code: ErrorCode) -> Any:

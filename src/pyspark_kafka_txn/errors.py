@@ -9,6 +9,9 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
     ├── KafkaConnectionError           connect/send/receive failed or timed out (retriable)
     ├── AuthenticationError            the broker rejected our credentials (fatal)
     ├── BrokerError                    a response carried a non-zero error code
+    │   ├── AuthorizationError         an ACL is missing: names the operation and the
+    │   │                              resource (Topic, Group, Cluster, TransactionalId)
+    │   │                              and, from the connector, an ACL that allows it
     │   └── TransactionError           the transaction cannot continue as is
     │       └── ProducerFencedError    a newer producer owns the transactional id (fatal)
     ├── DataLossError                  (reader) offsets deleted or a partition vanished
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from pyspark_kafka_txn.client.errors import (
     AuthenticationError,
+    AuthorizationError,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
@@ -37,6 +41,7 @@ from pyspark_kafka_txn.client.errors import (
 
 __all__ = [
     "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "CommitFailedError",
     "ConcurrentQueryError",

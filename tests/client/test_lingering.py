@@ -285,7 +285,10 @@ def test_an_abort_that_fails_exits_1(
     code, out, err = _run_cli(capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix)
     assert code == 1
     assert out == f"aborted 0 of 1 open transaction(s) with prefix '{prefix}'\n"
-    assert f"could not abort '{prefix}0': transactional_id_authorization_failed" in err
+    assert (
+        f"could not abort '{prefix}0': not authorized: WRITE on TransactionalId '{prefix}0'" in err
+    )
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED [53]" in err
     assert err.endswith("1 transaction(s) could not be aborted\n")
     with ClusterClient(bs) as cluster:
         [txn] = find_open_transactions(cluster, prefix)

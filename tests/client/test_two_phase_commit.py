@@ -13,7 +13,12 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka_txn.client.admin import describe_transactions
-from pyspark_kafka_txn.client.errors import ConfigError, ProducerFencedError, ProtocolError
+from pyspark_kafka_txn.client.errors import (
+    AuthorizationError,
+    ConfigError,
+    ProducerFencedError,
+    ProtocolError,
+)
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -125,8 +130,11 @@ def test_true_refused_by_a_broker_with_2pc_off(unstable_only: EmbeddedKafka) -> 
         ProducerConfig(unstable_only.bootstrap_servers, _tid(), two_phase_commit="true")
     )
     try:
-        with pytest.raises(Exception, match="transactional_id_authorization_failed"):
+        with pytest.raises(AuthorizationError, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED") as e:
             producer.init_transactions()
+        # Kafka answers the same code for a missing ACL and for 2PC disabled: both named.
+        assert e.value.operation == "WRITE and TWO_PHASE_COMMIT"
+        assert "transaction.two.phase.commit.enable=false" in str(e.value)
     finally:
         producer.close()
 

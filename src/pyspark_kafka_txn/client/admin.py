@@ -20,7 +20,15 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.client.connection import Connection, request_entity
-from pyspark_kafka_txn.client.errors import BrokerError
+from pyspark_kafka_txn.client.errors import (
+    CLUSTER_NAME,
+    RESOURCE_CLUSTER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    RESOURCE_TRANSACTIONAL_ID,
+    BrokerError,
+    authorization_error,
+)
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
 
 __all__ = [
@@ -116,6 +124,13 @@ def create_topics(
             code = res.error_code
             if code == ErrorCode.topic_already_exists and exist_ok:
                 continue
+            denied = authorization_error(
+                code,
+                "CreateTopics",
+                {RESOURCE_TOPIC: ("CREATE", str(res.name))},
+            )
+            if denied is not None:
+                raise denied
             if code != ErrorCode.none:
                 raise BrokerError(code, f"CreateTopics({res.name}): {res.error_message or ''}")
 
@@ -149,6 +164,13 @@ def describe_broker_configs(
         )
         out: dict[str, str | None] = {}
         for result in body.results:
+            denied = authorization_error(
+                result.error_code,
+                "DescribeConfigs",
+                {RESOURCE_CLUSTER: ("DESCRIBE_CONFIGS", CLUSTER_NAME)},
+            )
+            if denied is not None:
+                raise denied
             if result.error_code != ErrorCode.none:
                 raise BrokerError(result.error_code, f"DescribeConfigs({result.error_message})")
             for entry in result.configs:
@@ -208,6 +230,13 @@ def describe_transactions(
             (state,) = _decode_describe_transactions_v0(frame, pos)
             if state.code == ErrorCode.transactional_id_not_found:
                 return None
+            denied = authorization_error(
+                state.code,
+                "DescribeTransactions",
+                {RESOURCE_TRANSACTIONAL_ID: ("DESCRIBE", tid)},
+            )
+            if denied is not None:
+                raise denied
             if state.code != ErrorCode.none:
                 raise BrokerError(state.code, f"DescribeTransactions({tid!r})")
             return state.description
@@ -256,11 +285,19 @@ def fetch_offsets(
             OFFSET_FETCH, version, group_id=group_id, topics=topics, require_stable=require_stable
         )
         top = getattr(body, "error_code", ErrorCode.none)
+        needs = {RESOURCE_GROUP: ("DESCRIBE", group_id)}
+        denied = authorization_error(top, "OffsetFetch", needs)
+        if denied is not None:
+            raise denied
         if top != ErrorCode.none:
             raise BrokerError(top, f"OffsetFetch({group_id!r})")
         out: dict[tuple[str, int], CommittedOffset] = {}
         for topic in body.topics:
             for res in topic.partitions:
+                needs[RESOURCE_TOPIC] = ("DESCRIBE", str(topic.name))
+                denied = authorization_error(res.error_code, "OffsetFetch", needs)
+                if denied is not None:
+                    raise denied
                 if res.error_code != ErrorCode.none:
                     raise BrokerError(res.error_code, f"OffsetFetch({group_id!r}, {topic.name})")
                 out[(str(topic.name), int(res.partition_index))] = CommittedOffset(
@@ -328,6 +365,16 @@ def commit_offsets(
         )
         for topic in body.topics:
             for res in topic.partitions:
+                denied = authorization_error(
+                    res.error_code,
+                    "OffsetCommit",
+                    {
+                        RESOURCE_GROUP: ("READ", group_id),
+                        RESOURCE_TOPIC: ("READ", str(topic.name)),
+                    },
+                )
+                if denied is not None:
+                    raise denied
                 if res.error_code != ErrorCode.none:
                     raise BrokerError(res.error_code, f"OffsetCommit({group_id!r}, {topic.name})")
 

@@ -10,6 +10,9 @@
     ├── KafkaConnectionError           connect/send/receive failed or timed out (retriable)
     ├── AuthenticationError            the broker rejected our credentials (fatal)
     └── BrokerError                    a response carried a non-zero error code
+        ├── AuthorizationError         an ACL is missing: names the operation and the
+        │                              resource (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_
+        │                              AUTHORIZATION_FAILED; fatal, never retried)
         └── TransactionError           the transaction cannot continue as is
             └── ProducerFencedError    a newer producer owns the transactional id (fatal)
 
@@ -17,17 +20,29 @@
 retries those itself with bounded back-off and only surfaces them when the retry budget
 is spent. ``TransactionError.requires_abort`` says whether aborting the transaction is a
 way out (True) or the producer must be discarded (False, e.g. when fenced).
+
+Authorization error codes (29, 30, 31, 53) become :class:`AuthorizationError` where the
+request that got them is known (:func:`authorization_error`): the operation Kafka checks
+for that request and the resource's type and name, in the words of ``kafka-acls.sh``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # kio (and the hypothesis it imports) costs 0.3 s: the reader never needs it
     from kio.schema.errors import ErrorCode
 
 __all__ = [
+    "AUTHORIZATION_CODES",
+    "CLUSTER_NAME",
+    "RESOURCE_CLUSTER",
+    "RESOURCE_GROUP",
+    "RESOURCE_TOPIC",
+    "RESOURCE_TRANSACTIONAL_ID",
     "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "ConfigError",
     "KafkaConnectionError",
@@ -36,7 +51,26 @@ __all__ = [
     "ProtocolError",
     "RecordTooLargeError",
     "TransactionError",
+    "authorization_error",
 ]
+
+#: Resource types, named as ``kafka-acls.sh`` and Kafka's ``ResourceType`` print them.
+RESOURCE_TOPIC = "Topic"
+RESOURCE_GROUP = "Group"
+RESOURCE_CLUSTER = "Cluster"
+RESOURCE_TRANSACTIONAL_ID = "TransactionalId"
+#: The name of the one CLUSTER resource.
+CLUSTER_NAME = "kafka-cluster"
+
+#: Kafka's authorization error codes and the resource type each one is about
+#: (``AclEntry.authorizationError``): TOPIC_AUTHORIZATION_FAILED, GROUP_..., CLUSTER_...,
+#: TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+AUTHORIZATION_CODES: Mapping[int, str] = {
+    29: RESOURCE_TOPIC,
+    30: RESOURCE_GROUP,
+    31: RESOURCE_CLUSTER,
+    53: RESOURCE_TRANSACTIONAL_ID,
+}
 
 
 class KafkaTxnError(Exception):
@@ -89,6 +123,131 @@ class BrokerError(KafkaTxnError):
     def retriable(self) -> bool:
         """Whether Kafka classifies the error code as retriable."""
         return bool(self.code.retriable)
+
+
+class AuthorizationError(BrokerError):
+    """The broker refused an operation on a resource: the principal lacks an ACL.
+
+    Never retried (the same request gets the same answer until an ACL is added). The
+    message names the operation, the resource type and name and the request, e.g.
+    ``not authorized: WRITE on TransactionalId 'app-q-0' (InitProducerId:
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED [53])``, followed by :attr:`hint` when the
+    caller knows which ACL would allow it. It never holds a secret.
+
+    Parameters
+    ----------
+    code
+        The kio error code (29, 30, 31 or 53).
+    operation
+        The operation Kafka checked, as its ``AclOperation`` names it (``READ``,
+        ``WRITE``, ``DESCRIBE``, ``DESCRIBE_CONFIGS``, ...).
+    resource_type
+        :data:`RESOURCE_TOPIC`, :data:`RESOURCE_GROUP`, :data:`RESOURCE_CLUSTER` or
+        :data:`RESOURCE_TRANSACTIONAL_ID`.
+    resource_name
+        The topic, group or transactional id (:data:`CLUSTER_NAME` for the cluster).
+    context
+        The request that was refused (no secrets).
+    hint
+        What ACL would allow it (e.g. a ``kafka-acls.sh`` command line); empty if unknown.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        operation: str,
+        resource_type: str,
+        resource_name: str,
+        context: str = "",
+        hint: str = "",
+    ) -> None:
+        super().__init__(code, context)
+        self.operation = operation
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.hint = hint
+        where = f"{context}: " if context else ""
+        message = (
+            f"not authorized: {operation} on {resource_type} '{resource_name}' "
+            f"({where}{code.name.upper()} [{code.value}])"
+        )
+        if hint:
+            message += f"; {hint}"
+        self.args = (message,)
+
+    def __reduce__(self) -> tuple[type[AuthorizationError], tuple[object, ...]]:
+        """Pickle with the constructor's arguments (the message is derived from them)."""
+        return (
+            AuthorizationError,
+            (
+                self.code,
+                self.operation,
+                self.resource_type,
+                self.resource_name,
+                self.context,
+                self.hint,
+            ),
+        )
+
+    @property
+    def retriable(self) -> bool:
+        """Always False: only a new ACL changes the answer."""
+        return False
+
+    def with_hint(self, hint: str) -> AuthorizationError:
+        """The same error with ``hint`` (what ACL would allow it) in its message.
+
+        Parameters
+        ----------
+        hint
+            E.g. ``needs an ACL such as: --allow-principal User:app --operation Write
+            --topic out``.
+
+        Returns
+        -------
+        AuthorizationError
+            A new exception; ``self`` is unchanged.
+        """
+        return AuthorizationError(
+            self.code,
+            self.operation,
+            self.resource_type,
+            self.resource_name,
+            self.context,
+            hint,
+        )
+
+
+def authorization_error(
+    code: ErrorCode,
+    context: str,
+    needs: Mapping[str, tuple[str, str]],
+) -> AuthorizationError | None:
+    """The :class:`AuthorizationError` of an authorization error code, else None.
+
+    Parameters
+    ----------
+    code
+        The response's error code.
+    context
+        The request (e.g. ``"InitProducerId"``).
+    needs
+        What the request needs by resource type, e.g. ``{RESOURCE_TOPIC: ("WRITE",
+        "out"), RESOURCE_TRANSACTIONAL_ID: ("WRITE", "app-q-0")}``. The code tells which
+        resource type was refused; a type missing here is named with operation ``ANY``
+        (Kafka does not say).
+
+    Returns
+    -------
+    AuthorizationError or None
+        None when ``code`` is not an authorization error.
+    """
+    resource_type = AUTHORIZATION_CODES.get(int(code))
+    if resource_type is None:
+        return None
+    default = ("ANY", CLUSTER_NAME if resource_type == RESOURCE_CLUSTER else "?")
+    operation, name = needs.get(resource_type, default)
+    return AuthorizationError(code, operation, resource_type, name, context)
 
 
 class TransactionError(BrokerError):

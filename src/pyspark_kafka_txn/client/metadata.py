@@ -21,9 +21,13 @@ from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
 from pyspark_kafka_txn.client.errors import (
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    RESOURCE_TRANSACTIONAL_ID,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
+    authorization_error,
 )
 
 __all__ = [
@@ -233,6 +237,11 @@ class ClusterClient:
                         (t.error_code for t in body.topics if str(t.name) == name),
                         ErrorCode.unknown_topic_or_partition,
                     )
+                    denied = authorization_error(
+                        code, "Metadata", {RESOURCE_TOPIC: ("DESCRIBE", name)}
+                    )
+                    if denied is not None:
+                        raise denied
                     raise BrokerError(code, f"metadata for topic {name!r}")
                 if -1 in info.leaders:
                     raise BrokerError(ErrorCode.leader_not_available, f"topic {name!r}")
@@ -298,6 +307,11 @@ class ClusterClient:
             body = conn.request(FIND_COORDINATOR, version, key=key, key_type=key_type)
             code, node, host, port = body.error_code, body.node_id, body.host, body.port
         if code != ErrorCode.none:
+            # FindCoordinator needs DESCRIBE on the group or the transactional id.
+            resource = RESOURCE_GROUP if key_type == GROUP else RESOURCE_TRANSACTIONAL_ID
+            denied = authorization_error(code, "FindCoordinator", {resource: ("DESCRIBE", key)})
+            if denied is not None:
+                raise denied
             raise BrokerError(code, f"FindCoordinator({key_type}, {key!r})")
         self._brokers.setdefault(int(node), (str(host), int(port)))
         return int(node)

@@ -53,6 +53,10 @@ from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
 from pyspark_kafka_txn.client.errors import (
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    RESOURCE_TRANSACTIONAL_ID,
+    AuthorizationError,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
@@ -61,6 +65,7 @@ from pyspark_kafka_txn.client.errors import (
     ProtocolError,
     RecordTooLargeError,
     TransactionError,
+    authorization_error,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
 from pyspark_kafka_txn.client.partitioner import partition_for
@@ -118,10 +123,28 @@ _OPTION_NAMES = {
 }
 
 
-def check(code: ErrorCode, context: str) -> None:
-    """Raise the client exception for a response error code (no-op for NONE)."""
+def check(
+    code: ErrorCode, context: str, needs: Mapping[str, tuple[str, str]] | None = None
+) -> None:
+    """Raise the client exception for a response error code (no-op for NONE).
+
+    Parameters
+    ----------
+    code
+        The response's error code.
+    context
+        What was attempted (no secrets).
+    needs
+        What the request needs by resource type (see
+        :func:`~pyspark_kafka_txn.client.errors.authorization_error`): an authorization
+        error code raises :class:`~pyspark_kafka_txn.client.errors.AuthorizationError`
+        naming the operation and the resource.
+    """
     if code == ErrorCode.none:
         return
+    denied = authorization_error(code, context.partition("(")[0], needs or {})
+    if denied is not None:
+        raise denied
     if code in _FENCED:
         raise ProducerFencedError(code, context)
     if code in (ErrorCode.invalid_producer_id_mapping, ErrorCode.transactional_id_not_found):
@@ -136,7 +159,6 @@ def check(code: ErrorCode, context: str) -> None:
         ErrorCode.corrupt_message,
         ErrorCode.invalid_record,
         ErrorCode.invalid_timestamp,
-        ErrorCode.topic_authorization_failed,
         ErrorCode.unsupported_compression_type,
     ):
         raise TransactionError(code, context)
@@ -424,7 +446,22 @@ class TransactionalProducer:
                 )
                 self._decide_two_phase(False)
                 return call(conn)
-            check(body.error_code, f"InitProducerId({self.transactional_id!r})")
+            # With Enable2Pc Kafka checks TWO_PHASE_COMMIT too (after WRITE; one code),
+            # and a broker with two-phase commit disabled answers the same code.
+            operation = "WRITE" if not two_phase else "WRITE and TWO_PHASE_COMMIT"
+            what = (
+                "InitProducerId"
+                if not two_phase
+                else (
+                    "InitProducerId with Enable2Pc, which a broker with "
+                    "transaction.two.phase.commit.enable=false refuses the same way"
+                )
+            )
+            check(
+                body.error_code,
+                f"{what}({self.transactional_id!r})",
+                {RESOURCE_TRANSACTIONAL_ID: (operation, self.transactional_id)},
+            )
             self._decide_two_phase(two_phase)
             return int(body.producer_id), int(body.producer_epoch)
 
@@ -520,7 +557,7 @@ class TransactionalProducer:
                 v3_and_below_producer_epoch=self.producer_epoch,
                 v3_and_below_topics=topics,
             )
-            worst = ErrorCode.none
+            worst, worst_topic = ErrorCode.none, ""
             for topic in body.results_by_topic_v3_and_below:
                 for res in topic.results_by_partition:
                     code = res.partition_error_code
@@ -528,8 +565,15 @@ class TransactionalProducer:
                         ErrorCode.none,
                         ErrorCode.operation_not_attempted,
                     ):
-                        worst = code
-            check(worst, f"AddPartitionsToTxn({new})")
+                        worst, worst_topic = code, str(topic.name)
+            check(
+                worst,
+                f"AddPartitionsToTxn({new})",
+                {
+                    RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
+                    RESOURCE_TOPIC: ("WRITE", worst_topic),
+                },
+            )
 
         self._coordinator_call("AddPartitionsToTxn", call)
         self._in_txn.update(new)
@@ -834,8 +878,12 @@ class TransactionalProducer:
                         "above the topic's max.message.bytes (lower batch.size below it, or "
                         "raise the topic's limit for records this large)"
                     )
+                needs = {
+                    RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
+                    RESOURCE_TOPIC: ("WRITE", batch.tp[0]),
+                }
                 try:
-                    check(code, context)
+                    check(code, context, needs)
                 except BrokerError as exc:
                     if exc.retriable:
                         self._retry(part, exc, stale_metadata=code in _METADATA_STALE)
@@ -927,7 +975,14 @@ class TransactionalProducer:
                     producer_epoch=self.producer_epoch,
                     group_id=group_id,
                 )
-                check(body.error_code, f"AddOffsetsToTxn({group_id!r})")
+                check(
+                    body.error_code,
+                    f"AddOffsetsToTxn({group_id!r})",
+                    {
+                        RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
+                        RESOURCE_GROUP: ("READ", group_id),
+                    },
+                )
 
             self._coordinator_call("AddOffsetsToTxn", add)
 
@@ -976,7 +1031,15 @@ class TransactionalProducer:
             )
             for topic in body.topics:
                 for res in topic.partitions:
-                    check(res.error_code, f"TxnOffsetCommit({group_id!r}, {topic.name})")
+                    check(
+                        res.error_code,
+                        f"TxnOffsetCommit({group_id!r}, {topic.name})",
+                        {
+                            RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
+                            RESOURCE_GROUP: ("READ", group_id),
+                            RESOURCE_TOPIC: ("READ", str(topic.name)),
+                        },
+                    )
 
         self.cluster.coordinator_call(GROUP, group_id, "TxnOffsetCommit", commit)
         self._offsets_added = True
@@ -1093,7 +1156,11 @@ def end_transaction(
             producer_epoch=epoch,
             committed=commit,
         )
-        check(body.error_code, f"EndTxn({tid!r}, commit={commit})")
+        check(
+            body.error_code,
+            f"EndTxn({tid!r}, commit={commit})",
+            {RESOURCE_TRANSACTIONAL_ID: ("WRITE", tid)},
+        )
         if version >= 5:
             return int(body.producer_id), int(body.producer_epoch)
         return transaction.producer_id, epoch
@@ -1154,8 +1221,12 @@ def end_transactions(
     for handle, conn, cid, version in sent:
         try:
             body = conn.receive(cid)
-            check(body.error_code, f"EndTxn({handle.transactional_id!r}, commit={commit})")
-        except (ProducerFencedError, TransactionError) as exc:
+            check(
+                body.error_code,
+                f"EndTxn({handle.transactional_id!r}, commit={commit})",
+                {RESOURCE_TRANSACTIONAL_ID: ("WRITE", handle.transactional_id)},
+            )
+        except (ProducerFencedError, TransactionError, AuthorizationError) as exc:
             results[handle.transactional_id] = exc
             continue
         except KafkaTxnError:

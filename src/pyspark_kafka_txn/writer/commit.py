@@ -44,8 +44,14 @@ from collections.abc import Sequence
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
-from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError, KafkaTxnError
+from pyspark_kafka_txn.errors import (
+    AuthorizationError,
+    CommitFailedError,
+    ConcurrentQueryError,
+    KafkaTxnError,
+)
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.decision import (
     Decision,
     Handle,
@@ -90,7 +96,7 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
     query_id = present[0].query_id
     prefix = options.transactional_id_prefix
     started = time.monotonic()
-    with connect(options) as cluster:
+    with acl_hints(options), connect(options) as cluster:
         decided = (
             _commit(cluster, options, query_id, batch, present) if options.exactly_once else {}
         )
@@ -154,6 +160,11 @@ def _commit(
         if isinstance(result := results[handle.prepared(prefix, query_id).transactional_id],
                       Exception)
     }  # fmt: skip
+    denied = next((e for e in failed.values() if isinstance(e, AuthorizationError)), None)
+    if denied is not None:
+        # An ACL went missing since the tasks ran: the decision stands, and once the ACL
+        # is back the restart rolls it forward.
+        raise denied
     if failed:
         detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
         _withdraw_if_none_committed(
@@ -306,7 +317,7 @@ def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch
         return
     query_id = present[0].query_id
     prefix = options.transactional_id_prefix
-    with connect(options) as cluster:
+    with acl_hints(options), connect(options) as cluster:
         decision = read_decision(cluster, prefix, query_id, batch=batch)
         if decision is not None and decision.stands_for(batch):
             log.warning(

@@ -28,9 +28,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_kafka_txn.client.admin import describe_broker_configs
+from pyspark_kafka_txn.client.errors import RESOURCE_TOPIC, authorization_error
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.errors import (
     AuthenticationError,
+    AuthorizationError,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
@@ -41,6 +43,7 @@ from pyspark_kafka_txn.options.writer import (
     WriterOptions,
     parse_writer_options,
 )
+from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
 from pyspark_kafka_txn.writer.schema import check_input_schema
 from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
@@ -53,6 +56,9 @@ __all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "resolve_timeout"]
 log = logging.getLogger(__name__)
 
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
+#: The default transaction timeout when the broker's maximum cannot be read (the Java
+#: producer's default, below any broker's maximum).
+_FALLBACK_TIMEOUT_MS = 60_000
 
 
 #: The timeout resolved by a successful start check, by everything the check depends on
@@ -80,6 +86,9 @@ def resolve_timeout(options: WriterOptions) -> int:
         If no broker answered within ``kafka.max.block.ms``.
     AuthenticationError
         If the cluster rejected the TLS handshake or the SASL credentials.
+    AuthorizationError
+        If the principal may not describe the ``topic`` option's topic (the message
+        names the ACL that allows it).
     """
     key = (
         options.bootstrap_servers,
@@ -91,7 +100,7 @@ def resolve_timeout(options: WriterOptions) -> int:
         return _CHECKED[key]
     where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
     try:
-        with connect(options) as cluster:
+        with acl_hints(options), connect(options) as cluster:
             if options.topic is not None:
                 _check_topic(cluster, options.bootstrap_servers, options.topic)
             timeout = _resolve(cluster, options)
@@ -122,6 +131,9 @@ def _check_topic(cluster: ClusterClient, servers: str, topic: str) -> None:
             f"'{servers}' ({code.name}): the kafka_txn writer never creates "
             "topics; create it first"
         )
+    denied = authorization_error(code, "Metadata", {RESOURCE_TOPIC: ("DESCRIBE", topic)})
+    if denied is not None:
+        raise denied
     if code not in (ErrorCode.none, ErrorCode.leader_not_available):
         raise BrokerError(code, f"metadata for topic '{topic}' of option 'topic'")
 
@@ -132,11 +144,22 @@ def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
         broker_max = int(value) if value is not None else None
     except (KafkaConnectionError, AuthenticationError):
         raise
-    except KafkaTxnError as exc:  # e.g. no DescribeConfigs permission
-        log.warning("could not read the broker's %s (%s); not checked", _MAX_TIMEOUT, exc)
+    except AuthorizationError as exc:  # the optional DescribeConfigs ACL is missing
+        log.warning(
+            "could not read the broker's %s (%s; the optional ACL %s): %s",
+            _MAX_TIMEOUT,
+            exc,
+            acl_hint(options, exc).removeprefix("needs an ACL such as: "),
+            _unchecked(options),
+        )
+        broker_max = None
+    except KafkaTxnError as exc:
+        log.warning(
+            "could not read the broker's %s (%s): %s", _MAX_TIMEOUT, exc, _unchecked(options)
+        )
         broker_max = None
     if options.transaction_timeout_ms is None:
-        default = DEFAULT_TRANSACTION_TIMEOUT_MS if broker_max is not None else 60_000
+        default = DEFAULT_TRANSACTION_TIMEOUT_MS if broker_max is not None else _FALLBACK_TIMEOUT_MS
         return min(default, broker_max) if broker_max is not None else default
     if broker_max is not None and options.transaction_timeout_ms > broker_max:
         raise ConfigError(
@@ -144,6 +167,16 @@ def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
             f"the broker's {_MAX_TIMEOUT} ({broker_max})"
         )
     return options.transaction_timeout_ms
+
+
+def _unchecked(options: WriterOptions) -> str:
+    """What the writer does without the broker's ``transaction.max.timeout.ms``."""
+    if options.transaction_timeout_ms is None:
+        return (
+            f"kafka.transaction.timeout.ms defaults to {_FALLBACK_TIMEOUT_MS} ms instead of "
+            f"{DEFAULT_TRANSACTION_TIMEOUT_MS} ms (set it explicitly if batches take longer)"
+        )
+    return "kafka.transaction.timeout.ms is not checked against it"
 
 
 def _task(query_id: str | None) -> TaskIdentity:

@@ -38,6 +38,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
@@ -123,7 +124,7 @@ def write_task(
         What the driver's ``commit()`` / ``abort()`` needs.
     """
     tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
-    with connect(options) as cluster:
+    with acl_hints(options), connect(options) as cluster:
         if options.exactly_once:
             replay = _replayed(cluster, options, who, tid)
             if replay is not None:

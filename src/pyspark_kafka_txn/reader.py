@@ -36,8 +36,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pyspark_kafka_txn.client.errors import AUTHORIZATION_CODES, RESOURCE_TOPIC
 from pyspark_kafka_txn.errors import (
     AuthenticationError,
+    AuthorizationError,
     ConfigError,
     DataLossError,
     KafkaConnectionError,
@@ -97,6 +99,40 @@ _DATA_LOSS_HINT = (
 )
 
 
+def _not_authorized(
+    options: ReaderOptions, code: int, operation: str, topic: str, context: str
+) -> AuthorizationError:
+    """The error of a refused operation on ``topic``, naming the ACL the reader needs.
+
+    Parameters
+    ----------
+    options
+        The reader's options (the SASL username names the principal; no secret is used).
+    code
+        Kafka's error code (29).
+    operation
+        The operation Kafka checked (``READ`` for Fetch, ``DESCRIBE`` for metadata).
+    topic
+        The topic.
+    context
+        The request.
+
+    Returns
+    -------
+    AuthorizationError
+        With a hint: Read on the topic (it implies Describe).
+    """
+    from kio.schema.errors import ErrorCode  # only on this error path: kio is slow to import
+
+    user = options.kafka_params.get("sasl.username")
+    principal = f"User:{user}" if user else "User:<principal>"
+    error = AuthorizationError(ErrorCode(code), operation, RESOURCE_TOPIC, topic, context)
+    return error.with_hint(
+        f"needs an ACL such as: --allow-principal {principal} --operation Read --topic "
+        f"{topic} (see 'Least-privilege ACLs' in the kafka_txn reader's documentation)"
+    )
+
+
 def _report_data_loss(fail: bool, message: str) -> None:
     if fail:
         raise DataLossError(message + _DATA_LOSS_HINT)
@@ -137,7 +173,12 @@ class _OffsetClient:
         #: Whether the cluster has answered once, and whether librdkafka reported every
         #: broker down before that (see :meth:`_reach`).
         self._reached = self._all_down = False
-        config: dict[str, Any] = {**options.admin_config(), "error_cb": self._on_error}
+        config: dict[str, Any] = {
+            **options.admin_config(),
+            # A topic named in a metadata look-up must never be created by it.
+            "allow.auto.create.topics": False,
+            "error_cb": self._on_error,
+        }
         try:
             self._admin = AdminClient(config)
         except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
@@ -162,6 +203,8 @@ class _OffsetClient:
         ------
         ConfigError
             ``at_start``, naming the topics or partitions that do not exist.
+        AuthorizationError
+            When the principal may not describe a topic of ``subscribe`` or ``assign``.
         """
         sub = self._options.subscription
         metadata = self._retry(
@@ -172,6 +215,7 @@ class _OffsetClient:
             for name, meta in metadata.topics.items()
             if meta.error is None
         }
+        self._check_described(known)
         if at_start:
             self._check_exist(known)
         existing = {name: p for name, p in known.items() if name not in _INTERNAL_TOPICS}
@@ -182,6 +226,30 @@ class _OffsetClient:
         else:
             topics = [t for t in existing if sub.matches(t)]
         return {TopicPartition(t, p) for t in topics for p in existing[t]}
+
+    def _check_described(self, known: Mapping[str, set[int]]) -> None:
+        """Fail when a named topic is missing from the listing because of an ACL.
+
+        A listing of all topics silently leaves out the ones the principal may not
+        describe; asking for a missing topic by name tells "not authorized" (Kafka checks
+        that before existence) from "does not exist".
+        """
+        sub = self._options.subscription
+        if isinstance(sub, Subscribe):
+            named = set(sub.topics)
+        elif isinstance(sub, Assign):
+            named = {tp.topic for tp in sub.partitions}
+        else:
+            return  # subscribePattern: like Kafka's, matches only describable topics
+        for topic in sorted(named - set(known)):
+            metadata = self._retry(
+                f"describe topic {topic!r}",
+                lambda topic=topic: self._admin.list_topics(topic=topic, timeout=_ADMIN_TIMEOUT_S),
+            )
+            meta = metadata.topics.get(topic)
+            error = None if meta is None else meta.error
+            if error is not None and error.code() in AUTHORIZATION_CODES:
+                raise _not_authorized(self._options, error.code(), "DESCRIBE", topic, "Metadata")
 
     def _check_exist(self, known: Mapping[str, set[int]]) -> None:
         """Fail when ``subscribe`` / ``assign`` name topics or partitions not in ``known``."""
@@ -226,6 +294,7 @@ class _OffsetClient:
     def _list(self, specs: Mapping[TopicPartition, Any], isolation: Any = None) -> PartitionOffsets:
         if not specs:
             return {}
+        from confluent_kafka import KafkaException
         from confluent_kafka import TopicPartition as CkTopicPartition
 
         def call() -> PartitionOffsets:
@@ -234,10 +303,18 @@ class _OffsetClient:
                 isolation_level=self._isolation if isolation is None else isolation,
                 request_timeout=_ADMIN_TIMEOUT_S,
             )
-            return {
-                TopicPartition(ck.topic, ck.partition): int(future.result().offset)
-                for ck, future in futures.items()
-            }
+            out: PartitionOffsets = {}
+            for ck, future in futures.items():
+                try:
+                    out[TopicPartition(ck.topic, ck.partition)] = int(future.result().offset)
+                except KafkaException as exc:
+                    code = exc.args[0].code() if exc.args else None
+                    if isinstance(code, int) and code in AUTHORIZATION_CODES:
+                        raise _not_authorized(
+                            self._options, code, "DESCRIBE", ck.topic, "ListOffsets"
+                        ) from None
+                    raise
+            return out
 
         result: PartitionOffsets = self._retry("list offsets", call)
         return result
@@ -302,6 +379,17 @@ class _OffsetClient:
             except AuthenticationError:
                 raise
             except Exception as exc:  # noqa: BLE001 - librdkafka raises KafkaException
+                if attempt == attempts and isinstance(exc, AuthorizationError):
+                    # Retried like any look-up (a broker may lag a new ACL briefly).
+                    raise AuthorizationError(
+                        exc.code,
+                        exc.operation,
+                        exc.resource_type,
+                        exc.resource_name,
+                        f"{exc.context}, failed after {attempts} attempt(s) "
+                        f"(fetchOffset.numRetries={self._options.fetch_offset_num_retries})",
+                        exc.hint,
+                    ) from None
                 if attempt == attempts:
                     raise KafkaTxnError(
                         f"Failed to {what} after {attempts} attempt(s) "
@@ -875,6 +963,7 @@ class _RangeReader:
         self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, self.start)])
         self.position = self.start
         self.done = False
+        self.group_refused = False
 
     def close(self) -> None:
         self.consumer.close()
@@ -955,7 +1044,17 @@ class _RangeReader:
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
             return False
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of group.id even in assign mode; the
+            # reader never uses the group (explicit offsets, nothing committed), so it
+            # needs no ACL on it.
+            if not self.group_refused:
+                self.group_refused = True
+                logger.debug("Ignoring the consumer group's %s (group unused)", err.str())
+            return False
         where = f"reading [{self.start}, {self.end}) of {self.tp}"
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise _not_authorized(self.options, code, "READ", self.tp.topic, f"Fetch, {where}")
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             low, _ = self.consumer.get_watermark_offsets(self.ck_tp, timeout=30, cached=False)
             _report_data_loss(

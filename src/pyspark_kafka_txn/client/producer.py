@@ -439,10 +439,11 @@ class TransactionalProducer:
                 # ACL missing): fall back to the timeout behaviour. A missing WRITE ACL
                 # fails the plain request below the same way.
                 log.warning(
-                    "producer %r: broker refused two-phase commit (%s); using "
-                    "transaction.timeout.ms",
+                    "producer %r: broker refused two-phase commit (%s: no TWO_PHASE_COMMIT "
+                    "ACL on the transactional id, or transaction.two.phase.commit.enable is "
+                    "off on the broker); using transaction.timeout.ms",
                     self.transactional_id,
-                    body.error_code.name,
+                    body.error_code.name.upper(),
                 )
                 self._decide_two_phase(False)
                 return call(conn)
@@ -1092,8 +1093,17 @@ class TransactionalProducer:
         handle = PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
-        if self._in_txn or self._offsets_added or self.transaction_version < 2:
-            pid, epoch = end_transaction(self.cluster, handle, commit=commit)
+        added = bool(self._in_txn or self._offsets_added)
+        if added or self.transaction_version < 2:
+            try:
+                pid, epoch = end_transaction(self.cluster, handle, commit=commit)
+            except TransactionError as exc:
+                # TV1 (the coordinator may hold partitions whose add we never saw answered):
+                # an abort refused because the coordinator has no transaction open (e.g.
+                # the only AddPartitionsToTxn was refused by an ACL) has nothing to abort.
+                if commit or added or exc.code != ErrorCode.invalid_txn_state:
+                    raise
+                pid, epoch = self.producer_id, self.producer_epoch
         else:
             pid, epoch = self.producer_id, self.producer_epoch  # nothing was added
         self._txn_open = False

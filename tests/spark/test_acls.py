@@ -20,8 +20,10 @@ the required ones, the query fails in its first micro-batch with an
 and an ACL that allows it (never the password), and nothing becomes visible in the output
 topic nor stays open under the prefix. Without DescribeConfigs the writer warns, naming the
 refused operation, and falls back to a 60 s transaction timeout (checked in this process,
-with the same write and commit code Spark runs). The reader's executor path (Read refused
-at Fetch, Describe granted) is checked in this process too.
+with the same write and commit code Spark runs). Also in this process: the reader's
+executor path (Read refused at Fetch, Describe granted), and a driver commit refused
+because the TransactionalId ACL was taken away after the tasks ran (named; the recorded
+decision stands and commits once the ACL is back).
 """
 
 from __future__ import annotations
@@ -353,3 +355,43 @@ def test_reader_task_without_read_fails_naming_it(secured: EmbeddedKafka, source
     assert (error.operation, error.resource_type, error.resource_name) == ("READ", "Topic", source)
     assert f"--allow-principal User:{APP} --operation Read --topic {source}" in str(error)
     assert APP_PASSWORD not in str(error)
+
+
+def test_commit_refused_by_a_revoked_acl_names_it_and_the_decision_stands(
+    secured: EmbeddedKafka, source: str
+) -> None:
+    """The TransactionalId ACL taken away between the tasks and the driver's commit: the
+    commit fails naming it (not as a fenced or timed-out transaction), nothing is visible,
+    and once the ACL is back the same commit (as on restart) makes the batch visible
+    exactly once."""
+    sink = f"acl-rev-{uuid.uuid4().hex[:8]}"
+    secured.create_topic(sink, 2)
+    prefix = _prefix()
+    acls = _documented(source, sink, prefix)
+    _grant(secured, list(acls.values()))
+    options = parse_writer_options(
+        {
+            "kafka.bootstrap.servers": secured.bootstrap_servers,
+            "topic": sink,
+            "transactionalIdPrefix": prefix,
+            **_app_options(),
+        }
+    )
+    rows = [f"rev-{i}".encode() for i in range(6)]
+    query_id = str(uuid.uuid4())
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(rows, pa.binary())})
+    message = write_task(options, TaskIdentity(query_id, 0, 0, 0), iter([batch]), 60_000)
+    _grant(secured, [a for k, a in acls.items() if k != TXN_WRITE])
+    with pytest.raises(AuthorizationError) as failure:
+        commit_batch(options, [message], 0)
+    error = failure.value
+    assert error.resource_type == "TransactionalId"
+    assert error.resource_name == f"{prefix}{query_id}-0"
+    assert f"--operation Write --transactional-id {prefix} --resource-pattern-type prefixed" in (
+        str(error)
+    )
+    assert _committed(secured, sink) == Counter()
+    _grant(secured, list(acls.values()))
+    commit_batch(options, [message], 0)
+    assert _committed(secured, sink) == Counter(rows)
+    assert _open_under(secured, prefix) == []

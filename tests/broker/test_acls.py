@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import trustme
 from aiokafka import AIOKafkaProducer
@@ -45,8 +46,12 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from pyspark_kafka_txn.client.errors import BrokerError
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.client.errors import AuthorizationError, BrokerError
+from pyspark_kafka_txn.client.producer import (
+    ProducerConfig,
+    TransactionalProducer,
+    end_transaction,
+)
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import first_address, raw_request, sasl_conf
@@ -325,7 +330,17 @@ def test_transactional_apis_need_their_acls_librdkafka(secured: EmbeddedKafka) -
     assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     producer.abort_transaction(30)
 
+    # READ on the group: AddOffsetsToTxn passes, TxnOffsetCommit still needs READ on
+    # the topic whose offsets it commits.
     _create(secured, _acl(ResourceType.GROUP, group, "User:alice", AclOperation.READ))
+    producer.begin_transaction()
+    producer.produce(topic, b"kept-too")
+    error = _kafka_error(
+        lambda: producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
+    )
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    producer.abort_transaction(30)
+
     _create(secured, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ))
     producer.begin_transaction()
     producer.produce(topic, b"committed")
@@ -342,7 +357,7 @@ def test_transactional_apis_need_their_acls_librdkafka(secured: EmbeddedKafka) -
     assert _committed_values(secured, topic) == [b"committed"]
 
 
-def _our_producer(kafka: EmbeddedKafka, user: str, tid: str) -> TransactionalProducer:
+def _our_producer_config(kafka: EmbeddedKafka, user: str, tid: str) -> ProducerConfig:
     security = SecurityConfig.from_options(
         {
             "security.protocol": "SASL_PLAINTEXT",
@@ -351,8 +366,11 @@ def _our_producer(kafka: EmbeddedKafka, user: str, tid: str) -> TransactionalPro
             "sasl.password": USERS[user],
         }
     )
-    config = ProducerConfig(kafka.bootstrap_servers, tid, security=security)
-    return TransactionalProducer(config)
+    return ProducerConfig(kafka.bootstrap_servers, tid, security=security)
+
+
+def _our_producer(kafka: EmbeddedKafka, user: str, tid: str) -> TransactionalProducer:
+    return TransactionalProducer(_our_producer_config(kafka, user, tid))
 
 
 def _aiokafka_init(kafka: EmbeddedKafka, user: str, tid: str) -> None:
@@ -641,3 +659,57 @@ def test_authorized_operations_reflect_the_acls(secured: EmbeddedKafka) -> None:
         )
     finally:
         java.close()
+
+
+def test_a_prepared_transaction_is_ended_only_by_its_prefixs_owner(
+    secured: EmbeddedKafka,
+) -> None:
+    """Bob prepares a transaction of prefix ``b-`` (KIP-939's "end it elsewhere"); Alice,
+    allowed only ``a-``, cannot end it (EndTxn refused); Bob's own commit then lands."""
+    run = uuid.uuid4().hex[:6]
+    topic = _name("prep-")
+    secured.create_topic(topic, 1)
+    _create(
+        secured,
+        _acl(ResourceType.TRANSACTIONAL_ID, f"a-{run}-", "User:alice", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        _acl(ResourceType.TRANSACTIONAL_ID, f"b-{run}-", "User:bob", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE),
+    )  # fmt: skip
+    with _our_producer(secured, "bob", f"b-{run}-1") as bob:
+        bob.init_transactions()
+        bob.begin_transaction()
+        bob.produce(topic, pa.array([b"prepared"], pa.binary()), partitions=0)
+        prepared = bob.prepare()
+        alice_config = _our_producer_config(secured, "alice", f"a-{run}-1").connection_config()
+        with pytest.raises(AuthorizationError) as refused:  # FindCoordinator
+            end_transaction(secured.bootstrap_servers, prepared, commit=False, config=alice_config)
+        assert (refused.value.operation, refused.value.resource_name) == (
+            "DESCRIBE",
+            prepared.transactional_id,
+        )
+        # Allowed to look it up, still not to end it: EndTxn itself is refused.
+        _create(
+            secured,
+            _acl(
+                ResourceType.TRANSACTIONAL_ID,
+                prepared.transactional_id,
+                "User:alice",
+                AclOperation.DESCRIBE,
+            ),
+        )
+        with pytest.raises(AuthorizationError) as refused:
+            end_transaction(secured.bootstrap_servers, prepared, commit=False, config=alice_config)
+        assert (refused.value.operation, refused.value.resource_name) == (
+            "WRITE",
+            prepared.transactional_id,
+        )
+        assert USERS["alice"] not in str(refused.value)
+        end_transaction(
+            secured.bootstrap_servers,
+            prepared,
+            commit=True,
+            config=_our_producer_config(secured, "bob", f"b-{run}-1").connection_config(),
+        )
+    assert _committed_values(secured, topic) == [b"prepared"]

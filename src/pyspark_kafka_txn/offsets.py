@@ -8,7 +8,9 @@ Pure functions (no I/O, no pyspark) mirroring what Spark's Kafka source does:
   asks the source for its initial offset again when it re-runs that batch;
 * ``maxOffsetsPerTrigger`` is split across partitions in proportion to their backlog,
   never starving a partition that has data (a share below 1 is rounded up);
-* ``maxRecordsPerPartition`` and ``minPartitions`` split large ranges into several tasks.
+* ``maxRecordsPerPartition`` and ``minPartitions`` split large ranges into several tasks;
+* ``minRecordsPerPartition`` packs small ranges together, so that one task reads several
+  of them one after the other (the built-in source has no such option).
 
 Offsets, not records, are counted: under transactions a range also holds control markers
 and aborted records, exactly as with the built-in source.
@@ -30,6 +32,7 @@ __all__ = [
     "PartitionOffsets",
     "from_json_dict",
     "origin_of",
+    "pack_ranges",
     "rate_limit",
     "split_ranges",
     "to_json_dict",
@@ -250,3 +253,63 @@ def split_ranges(
         else:
             out.extend(_divide(part_count(r.size, split_total, split_min), r))
     return out
+
+
+def pack_ranges(
+    ranges: list[OffsetRange],
+    *,
+    min_records_per_partition: int | None,
+    max_records_per_partition: int | None = None,
+    min_partitions: int | None = None,
+) -> list[tuple[OffsetRange, ...]]:
+    """Group ranges into Spark tasks, each reading its ranges one after the other.
+
+    Every Spark task of a Python data source has a fixed cost (the planned partition is
+    sent to a Python worker and its rows handed back to the JVM), tens of milliseconds
+    here; a micro-batch of a few records per topic-partition spends most of its time on
+    it. With ``min_records_per_partition`` the ranges are packed into as few tasks as
+    give each at least that many offsets, but never fewer than ``min_partitions``, and
+    never more than ``max_records_per_partition`` offsets in one task.
+
+    Parameters
+    ----------
+    ranges
+        The ranges after :func:`split_ranges` (non-empty, each at most
+        ``max_records_per_partition`` offsets).
+    min_records_per_partition
+        ``minRecordsPerPartition``; ``None`` keeps one range per task.
+    max_records_per_partition
+        ``maxRecordsPerPartition``: the most offsets one task reads.
+    min_partitions
+        ``minPartitions``: the fewest tasks.
+
+    Returns
+    -------
+    list
+        One tuple of ranges per task. Largest ranges are placed first, each in the
+        least loaded task; inside a task, and among tasks, the input order is kept.
+    """
+    singles: list[tuple[OffsetRange, ...]] = [(r,) for r in ranges]
+    if min_records_per_partition is None or len(ranges) <= 1:
+        return singles
+    total = sum(r.size for r in ranges)
+    tasks = max(1, total // min_records_per_partition, min_partitions or 1)
+    if max_records_per_partition is not None:
+        tasks = max(tasks, math.ceil(total / max_records_per_partition))
+    if tasks >= len(ranges):
+        return singles
+    order = {id(r): i for i, r in enumerate(ranges)}
+    bins: list[list[OffsetRange]] = [[] for _ in range(tasks)]
+    loads = [0] * tasks
+    for r in sorted(ranges, key=lambda r: (-r.size, order[id(r)])):
+        lightest = min(range(len(bins)), key=loads.__getitem__)
+        if max_records_per_partition is not None and (
+            loads[lightest] + r.size > max_records_per_partition
+        ):
+            bins.append([])
+            loads.append(0)
+            lightest = len(bins) - 1
+        bins[lightest].append(r)
+        loads[lightest] += r.size
+    packed = [tuple(sorted(b, key=lambda r: order[id(r)])) for b in bins if b]
+    return sorted(packed, key=lambda group: order[id(group[0])])

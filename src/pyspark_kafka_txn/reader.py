@@ -52,6 +52,7 @@ from pyspark_kafka_txn.offsets import (
     PartitionOffsets,
     from_json_dict,
     origin_of,
+    pack_ranges,
     rate_limit,
     split_ranges,
     to_json_dict,
@@ -155,6 +156,16 @@ class KafkaInputPartition(InputPartition):
     def tp(self) -> TopicPartition:
         """The topic-partition read."""
         return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class KafkaInputPartitions(InputPartition):
+    """One Spark task reading several ranges one after the other (``minRecordsPerPartition``).
+
+    Picklable.
+    """
+
+    ranges: tuple[KafkaInputPartition, ...]
 
 
 # --------------------------------------------------------------------------- driver
@@ -511,7 +522,7 @@ class _DriverMixin:
 
     def _input_partitions(
         self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
-    ) -> list[KafkaInputPartition]:
+    ) -> list[KafkaInputPartition | KafkaInputPartitions]:
         ranges: list[OffsetRange] = []
         for tp in sorted(end):
             s, e = start[tp], end[tp]
@@ -527,13 +538,30 @@ class _DriverMixin:
             min_partitions=self.options.min_partitions,
             max_records_per_partition=self.options.max_records_per_partition,
         )
-        return [KafkaInputPartition(r.tp.topic, r.tp.partition, r.start, r.end) for r in split]
+        packed = pack_ranges(
+            split,
+            min_records_per_partition=self.options.min_records_per_partition,
+            max_records_per_partition=self.options.max_records_per_partition,
+            min_partitions=self.options.min_partitions,
+        )
+        tasks = [
+            tuple(KafkaInputPartition(r.tp.topic, r.tp.partition, r.start, r.end) for r in task)
+            for task in packed
+        ]
+        return [task[0] if len(task) == 1 else KafkaInputPartitions(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one planned range on an executor (see :func:`read_range`)."""
+        """Read one planned task on an executor: its range or ranges (see :func:`read_range`)."""
+        group_id = self._executor_group_id
+        if isinstance(partition, KafkaInputPartitions):
+            return (
+                batch
+                for one in partition.ranges
+                for batch in read_range(self.options, one, group_id=group_id)
+            )
         if not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark plans one placeholder partition when there is nothing
-        return read_range(self.options, partition, group_id=self._executor_group_id)
+        return read_range(self.options, partition, group_id=group_id)
 
     @property
     def _executor_group_id(self) -> str:
@@ -779,7 +807,8 @@ class KafkaStreamReader(_DriverMixin, DataSourceStreamReader, SupportsTriggerAva
         return None if self._latest is None else to_json_dict(self._latest)
 
     def partitions(self, start: OffsetJson, end: OffsetJson) -> Sequence[InputPartition]:
-        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition).
+        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition,
+        packed by minRecordsPerPartition).
 
         When ``end`` records an origin (the first micro-batch), the batch starts there,
         not at ``start``: a re-run of a first batch whose commit was never written gets a

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.clients import txn_producer
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import tid, wait_lso_at_hwm
+
+#: A hang detector for the streaming query (not a timing assertion).
+HANG_S = 180
 
 
 def test_assign_timestamp_bounds_and_split_tasks_in_one_read(
@@ -47,3 +52,57 @@ def test_assign_timestamp_bounds_and_split_tasks_in_one_read(
         *((0, i, f"p0-{i}".encode()) for i in range(1, 4)),
         *((2, i, f"p2-{i}".encode()) for i in range(6)),
     ]
+
+
+def test_min_records_per_partition_reads_small_ranges_in_one_task(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=4)
+    producer = txn_producer(bs, tid())
+    for committed in (True, False, True):  # an aborted transaction between two committed
+        producer.begin_transaction()
+        for i in range(3):
+            for p in range(4):
+                producer.produce(topic, value=f"{committed}-{p}-{i}".encode(), partition=p)
+        if committed:
+            producer.commit_transaction(10)
+        else:
+            producer.flush(10)
+            producer.abort_transaction(10)
+    wait_lso_at_hwm(bs, topic, 4)
+    expected = sorted(
+        (p, f"True-{p}-{i}".encode()) for p in range(4) for i in range(3) for _ in range(2)
+    )
+
+    def source(stream: bool) -> DataFrame:
+        reader = spark.readStream if stream else spark.read
+        return (
+            reader.format("kafka_txn")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("minRecordsPerPartition", "1000")
+            .load()
+            .select(F.spark_partition_id().alias("task"), "partition", "value")
+        )
+
+    batch = source(stream=False)
+    rows = batch.collect()
+    assert {r.task for r in rows} == {0}
+    assert sorted((r.partition, bytes(r.value)) for r in rows) == expected
+
+    name = f"packed_{tid().replace('-', '_')}"
+    query = (
+        source(stream=True)
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(HANG_S)
+    assert query.exception() is None
+    streamed = spark.sql(f"SELECT * FROM {name}").collect()
+    assert {r.task for r in streamed} == {0}  # 4 topic-partitions, one task
+    assert sorted((r.partition, bytes(r.value)) for r in streamed) == expected

@@ -143,6 +143,9 @@ class ReaderOptions:
         Admission control (streaming only).
     min_partitions, max_records_per_partition
         Task splitting.
+    min_records_per_partition
+        ``minRecordsPerPartition``: small ranges are packed together so that one task
+        reads at least this many offsets (``None``: one task per range).
     fail_on_data_loss
         Fail (True) or warn and skip (False) when offsets were deleted or a partition
         vanished.
@@ -174,6 +177,7 @@ class ReaderOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    min_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
@@ -533,6 +537,7 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
         max_trigger_delay_ms=max_delay,
         min_partitions=opts.positive_int("minPartitions"),
         max_records_per_partition=opts.positive_int("maxRecordsPerPartition"),
+        min_records_per_partition=opts.positive_int("minRecordsPerPartition"),
         fail_on_data_loss=opts.boolean("failOnDataLoss", True),
         include_headers=opts.boolean("includeHeaders", False),
         poll_timeout_ms=opts.non_negative_int(

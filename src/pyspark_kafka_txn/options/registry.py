@@ -100,6 +100,13 @@ OPTIONS: tuple[OptionDoc, ...] = (
     ),
     OptionDoc("maxRecordsPerPartition", "", "reader", "Split ranges larger than this."),
     OptionDoc(
+        "minRecordsPerPartition",
+        "",
+        "reader",
+        "Pack smaller ranges into one task that reads them one after the other "
+        "(fewer tasks for small micro-batches: lower latency). Not in Spark's source.",
+    ),
+    OptionDoc(
         "failOnDataLoss",
         "`true`",
         "reader",

@@ -45,3 +45,11 @@ def test_package_import_does_not_load_pyspark() -> None:
     modules = imported_after("import pyspark_kafka_txn")
     assert "pyspark" not in modules
     assert "pyspark_kafka_txn" in modules
+
+
+def test_producer_config_imports_no_protocol_numpy_or_arrow() -> None:
+    """The driver parses writer options (ProducerConfig) without the protocol code."""
+    modules = imported_after("from pyspark_kafka_txn.client.config import ProducerConfig")
+    heavy = ("kio", "hypothesis", "numpy", "pyarrow", "pyspark_kafka_txn.client.connection")
+    loaded = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy))
+    assert loaded == []

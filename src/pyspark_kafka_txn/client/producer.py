@@ -51,6 +51,7 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
 from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
 from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
@@ -69,10 +70,10 @@ from pyspark_kafka_txn.client.errors import (
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
 from pyspark_kafka_txn.client.partitioner import partition_for
-from pyspark_kafka_txn.client.records import Compression, RecordColumns, encode_batches
-from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
+from pyspark_kafka_txn.client.records import RecordColumns, encode_batches
 
 __all__ = [
+    "TWO_PHASE_COMMIT_OPTION",
     "PreparedTransaction",
     "ProducerConfig",
     "TransactionalProducer",
@@ -90,8 +91,6 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
-TWO_PHASE_COMMIT_OPTION = "transaction.two.phase.commit.enable"
-_TWO_PHASE_MODES = ("false", "true", "auto")
 
 _FENCED = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 _METADATA_STALE = frozenset(
@@ -102,25 +101,6 @@ _METADATA_STALE = frozenset(
         ErrorCode.fenced_leader_epoch,
     }
 )
-
-# Kafka option name -> ProducerConfig attribute (values parsed by the attribute's type).
-_OPTION_NAMES = {
-    "bootstrap.servers": "bootstrap_servers",
-    "transactional.id": "transactional_id",
-    "transaction.timeout.ms": "transaction_timeout_ms",
-    "compression.type": "compression",
-    "batch.size": "batch_size",
-    "max.request.size": "max_request_size",
-    "request.timeout.ms": "request_timeout_ms",
-    "delivery.timeout.ms": "delivery_timeout_ms",
-    "max.in.flight.requests.per.connection": "max_in_flight",
-    "linger.ms": "linger_ms",
-    "retry.backoff.ms": "retry_backoff_ms",
-    "retry.backoff.max.ms": "retry_backoff_max_ms",
-    "client.id": "client_id",
-    "transaction.version": "transaction_version",
-    TWO_PHASE_COMMIT_OPTION: "two_phase_commit",
-}
 
 
 def check(
@@ -163,132 +143,6 @@ def check(
     ):
         raise TransactionError(code, context)
     raise BrokerError(code, context)
-
-
-@dataclass(frozen=True)
-class ProducerConfig:
-    """Options of :class:`TransactionalProducer` (see :meth:`from_options` for names).
-
-    Attributes
-    ----------
-    bootstrap_servers
-        ``host:port,...``.
-    transactional_id
-        The transactional id (required).
-    transaction_timeout_ms
-        Sent with InitProducerId; must not exceed the broker's
-        ``transaction.max.timeout.ms`` (15 min by default).
-    compression
-        Codec of every batch.
-    batch_size
-        Upper bound of a batch's uncompressed size in bytes.
-    max_request_size
-        Upper bound of one encoded batch (and of one request); larger records fail with
-        :class:`~pyspark_kafka_txn.client.errors.RecordTooLargeError`.
-    request_timeout_ms, delivery_timeout_ms
-        Per request; per batch including retries.
-    max_in_flight
-        Produce requests in flight per connection (1..5).
-    linger_ms
-        0: every :meth:`TransactionalProducer.produce` call is encoded at once. Above 0:
-        rows of a partition accumulate across calls until ``batch_size`` bytes, this
-        many milliseconds (checked at each call), or a flush.
-    retry_backoff_ms, retry_backoff_max_ms
-        Bounded exponential back-off between retries and reconnects.
-    transaction_version
-        1, 2, or 0 to follow the cluster's finalized ``transaction.version``.
-    two_phase_commit
-        ``transaction.two.phase.commit.enable`` (KIP-939): ``"false"`` (default),
-        ``"true"`` (InitProducerId v6 with ``Enable2Pc``: transactions never time out;
-        the broker must advertise v6) or ``"auto"`` (2PC where the broker offers it, the
-        ``transaction.timeout.ms`` behaviour elsewhere). Booleans are accepted.
-    security
-        TLS / SASL (built from the ``security.*``, ``ssl.*``, ``sasl.*`` options).
-    """
-
-    bootstrap_servers: str
-    transactional_id: str
-    transaction_timeout_ms: int = 60_000
-    compression: Compression = Compression.NONE
-    batch_size: int = 1_000_000
-    max_request_size: int = 1_048_576
-    request_timeout_ms: int = 30_000
-    delivery_timeout_ms: int = 120_000
-    max_in_flight: int = 5
-    linger_ms: int = 0
-    retry_backoff_ms: int = 50
-    retry_backoff_max_ms: int = 1_000
-    client_id: str = "pyspark-kafka-txn"
-    transaction_version: int = 1
-    two_phase_commit: str = "false"
-    security: SecurityConfig = field(default_factory=SecurityConfig)
-
-    def __post_init__(self) -> None:
-        # Accept "zstd" etc. for convenience; store the enum.
-        object.__setattr__(self, "compression", Compression.parse(self.compression))
-        if not self.transactional_id:
-            raise ConfigError("transactional.id must be a non-empty string")
-        if not 1 <= self.max_in_flight <= 5:
-            raise ConfigError(
-                "max.in.flight.requests.per.connection must be between 1 and 5 "
-                f"(idempotence), got {self.max_in_flight}"
-            )
-        if self.transaction_version not in (0, 1, 2):
-            raise ConfigError(
-                f"transaction.version must be 0, 1 or 2, got {self.transaction_version}"
-            )
-        mode = str(self.two_phase_commit).lower()
-        if mode not in _TWO_PHASE_MODES:
-            raise ConfigError(
-                f"{TWO_PHASE_COMMIT_OPTION} must be true, false or auto, "
-                f"got {self.two_phase_commit!r}"
-            )
-        object.__setattr__(self, "two_phase_commit", mode)
-        for name in ("transaction_timeout_ms", "batch_size", "max_request_size"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | int]) -> ProducerConfig:
-        """Build from Kafka option names (``bootstrap.servers``, ``batch.size``, ...).
-
-        Raises
-        ------
-        ConfigError
-            For an unknown option or a value of the wrong type.
-        """
-        kwargs: dict[str, Any] = {}
-        types = {f.name: f.type for f in fields(cls)}
-        security = {k: str(v) for k, v in options.items() if k in SECURITY_OPTIONS}
-        if security:
-            kwargs["security"] = SecurityConfig.from_options(security)
-        for key, raw in options.items():
-            if key in SECURITY_OPTIONS:
-                continue
-            attr = _OPTION_NAMES.get(key)
-            if attr is None:
-                raise ConfigError(f"unknown producer option {key!r}")
-            if attr == "compression":
-                kwargs[attr] = Compression.parse(str(raw))
-            elif types[attr] in ("int", int):
-                try:
-                    kwargs[attr] = int(raw)
-                except ValueError:
-                    raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
-            else:
-                kwargs[attr] = str(raw)
-        return cls(**kwargs)
-
-    def connection_config(self) -> ConnectionConfig:
-        """Socket options derived from this config."""
-        return ConnectionConfig(
-            client_id=self.client_id,
-            request_timeout_s=self.request_timeout_ms / 1000,
-            reconnect_backoff_s=self.retry_backoff_ms / 1000,
-            reconnect_backoff_max_s=self.retry_backoff_max_ms / 1000,
-            max_in_flight=self.max_in_flight,
-            security=self.security,
-        )
 
 
 @dataclass(frozen=True, slots=True)

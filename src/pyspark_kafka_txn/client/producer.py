@@ -52,21 +52,24 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
-from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
+from pyspark_kafka_txn.client.connection import Connection
+from pyspark_kafka_txn.client.ending import (
+    PreparedTransaction,
+    end_transaction,
+    end_transactions,
+)
+from pyspark_kafka_txn.client.error_codes import check
 from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
-    AuthorizationError,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
     KafkaTxnError,
-    ProducerFencedError,
     ProtocolError,
     RecordTooLargeError,
     TransactionError,
-    authorization_error,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
 from pyspark_kafka_txn.client.partitioner import partition_for
@@ -88,11 +91,9 @@ PRODUCE = 0
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
 
-_FENCED = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 _METADATA_STALE = frozenset(
     {
         ErrorCode.not_leader_or_follower,
@@ -101,58 +102,6 @@ _METADATA_STALE = frozenset(
         ErrorCode.fenced_leader_epoch,
     }
 )
-
-
-def check(
-    code: ErrorCode, context: str, needs: Mapping[str, tuple[str, str]] | None = None
-) -> None:
-    """Raise the client exception for a response error code (no-op for NONE).
-
-    Parameters
-    ----------
-    code
-        The response's error code.
-    context
-        What was attempted (no secrets).
-    needs
-        What the request needs by resource type (see
-        :func:`~pyspark_kafka_txn.client.errors.authorization_error`): an authorization
-        error code raises :class:`~pyspark_kafka_txn.client.errors.AuthorizationError`
-        naming the operation and the resource.
-    """
-    if code == ErrorCode.none:
-        return
-    denied = authorization_error(code, context.partition("(")[0], needs or {})
-    if denied is not None:
-        raise denied
-    if code in _FENCED:
-        raise ProducerFencedError(code, context)
-    if code in (ErrorCode.invalid_producer_id_mapping, ErrorCode.transactional_id_not_found):
-        raise TransactionError(code, context, requires_abort=False)
-    if code in (
-        ErrorCode.invalid_txn_state,
-        ErrorCode.transaction_abortable,
-        ErrorCode.out_of_order_sequence_number,
-        ErrorCode.operation_not_attempted,
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.corrupt_message,
-        ErrorCode.invalid_record,
-        ErrorCode.invalid_timestamp,
-        ErrorCode.unsupported_compression_type,
-    ):
-        raise TransactionError(code, context)
-    raise BrokerError(code, context)
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedTransaction:
-    """What a process needs to end a transaction it did not produce."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    transaction_version: int
 
 
 @dataclass(eq=False)
@@ -966,144 +915,3 @@ class TransactionalProducer:
         if (pid, epoch) != (self.producer_id, self.producer_epoch):
             self.producer_id, self.producer_epoch = pid, epoch
             self._reset_sequences()
-
-
-def end_transaction(
-    cluster: ClusterClient | str,
-    transaction: PreparedTransaction,
-    *,
-    commit: bool,
-    config: ConnectionConfig | None = None,
-    retry_timeout_s: float = 60.0,
-) -> tuple[int, int]:
-    """EndTxn for a transaction prepared by any process; idempotent under retry.
-
-    Parameters
-    ----------
-    cluster
-        A :class:`ClusterClient` or a bootstrap server list.
-    transaction
-        ``(transactional_id, producer_id, producer_epoch, transaction_version)``.
-    commit
-        Commit (True) or abort (False).
-
-    Returns
-    -------
-    tuple[int, int]
-        ``(producer_id, epoch)`` valid after the call (TV2 bumps the epoch).
-
-    Raises
-    ------
-    ProducerFencedError
-        If a newer producer (or a transaction timeout) fenced this epoch.
-    TransactionError
-        If the transaction is in a state where this end is not possible, e.g. it was
-        already ended the other way (INVALID_TXN_STATE).
-    """
-    own = isinstance(cluster, str)
-    client = (
-        ClusterClient(cluster, config or ConnectionConfig(), retry_timeout_s)
-        if isinstance(cluster, str)
-        else cluster
-    )
-    tid = transaction.transactional_id
-    tv2 = transaction.transaction_version >= 2
-    epoch = transaction.producer_epoch
-
-    def call(conn: Connection) -> tuple[int, int]:
-        version = conn.version(END_TXN, 0, 5 if tv2 else 4)
-        body = conn.request(
-            END_TXN,
-            version,
-            transactional_id=tid,
-            producer_id=transaction.producer_id,
-            producer_epoch=epoch,
-            committed=commit,
-        )
-        check(
-            body.error_code,
-            f"EndTxn({tid!r}, commit={commit})",
-            {RESOURCE_TRANSACTIONAL_ID: ("WRITE", tid)},
-        )
-        if version >= 5:
-            return int(body.producer_id), int(body.producer_epoch)
-        return transaction.producer_id, epoch
-
-    # A retry after a lost response is safe: TV1 answers NONE in CompleteCommit /
-    # CompleteAbort; TV2 recognises the old epoch as "epoch - 1" of a completed end.
-    try:
-        result: tuple[int, int] = client.coordinator_call(TRANSACTION, tid, "EndTxn", call)
-    finally:
-        if own:
-            client.close()
-    log.info("EndTxn(%r, commit=%s) -> %s", tid, commit, result)
-    return result
-
-
-def end_transactions(
-    cluster: ClusterClient,
-    transactions: Iterable[PreparedTransaction],
-    *,
-    commit: bool,
-) -> dict[str, tuple[int, int] | KafkaTxnError]:
-    """End many prepared transactions, pipelining the EndTxn requests per coordinator.
-
-    The driver's ``commit()`` / ``abort()`` of a micro-batch: one round trip per
-    coordinator in the common case; a transaction whose first attempt fails is retried
-    on its own with :func:`end_transaction` (same retry rules).
-
-    Returns
-    -------
-    dict
-        transactional id -> ``(producer_id, epoch)`` after the end, or the exception that
-        ended it (e.g. :class:`ProducerFencedError`); nothing is raised for one
-        transaction's failure, so the caller sees every outcome.
-    """
-    handles = list(transactions)
-    results: dict[str, tuple[int, int] | KafkaTxnError] = {}
-    sent: list[tuple[PreparedTransaction, Connection, int, int]] = []
-    try:  # one FindCoordinator for all ids, not one round trip per id behind the EndTxns
-        cluster.find_coordinators(TRANSACTION, (h.transactional_id for h in handles))
-    except KafkaTxnError as exc:
-        log.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
-    for handle in handles:
-        tid = handle.transactional_id
-        try:
-            conn = cluster.coordinator(TRANSACTION, tid)
-            version = conn.version(END_TXN, 0, 5 if handle.transaction_version >= 2 else 4)
-            cid = conn.send(
-                END_TXN,
-                version,
-                transactional_id=tid,
-                producer_id=handle.producer_id,
-                producer_epoch=handle.producer_epoch,
-                committed=commit,
-            )
-        except KafkaTxnError:
-            continue  # retried below
-        sent.append((handle, conn, cid, version))
-    for handle, conn, cid, version in sent:
-        try:
-            body = conn.receive(cid)
-            check(
-                body.error_code,
-                f"EndTxn({handle.transactional_id!r}, commit={commit})",
-                {RESOURCE_TRANSACTIONAL_ID: ("WRITE", handle.transactional_id)},
-            )
-        except (ProducerFencedError, TransactionError, AuthorizationError) as exc:
-            results[handle.transactional_id] = exc
-            continue
-        except KafkaTxnError:
-            continue  # retriable or connection trouble: retried below
-        if version >= 5:
-            results[handle.transactional_id] = (int(body.producer_id), int(body.producer_epoch))
-        else:
-            results[handle.transactional_id] = (handle.producer_id, handle.producer_epoch)
-    for handle in handles:
-        if handle.transactional_id in results:
-            continue
-        try:
-            results[handle.transactional_id] = end_transaction(cluster, handle, commit=commit)
-        except KafkaTxnError as exc:
-            results[handle.transactional_id] = exc
-    return results

@@ -6,17 +6,19 @@ TxnOffsetCommit] → EndTxn, or stops before EndTxn with :meth:`~TransactionalPr
 handing ``(transactional_id, producer_id, epoch)`` to another process, which finishes
 the transaction with :func:`end_transaction`.
 
-Delivery guarantees of the Produce path:
+This module owns the producer's calls to the transaction coordinator (InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit) and the split of produced rows by
+partition. The rest lives in one module per role, whose public names are re-exported here:
 
-* one batch per partition per request, at most ``max_in_flight`` (≤ 5) batches per
-  partition on the wire, sequence numbers assigned once per batch;
-* a retriable failure of a batch (connection lost, timeout, NOT_LEADER_OR_FOLLOWER,
-  NOT_ENOUGH_REPLICAS, ...) waits until every other batch of that partition has been
-  answered, then resends all unacknowledged batches *unchanged* (same sequence numbers),
-  in order; the broker acknowledges a resent batch it already has with its original
-  offset, so a retry never duplicates;
-* errors that retrying cannot fix surface as :class:`TransactionError`
-  (``requires_abort``) or :class:`ProducerFencedError`.
+* :mod:`~pyspark_kafka_txn.client.config`: :class:`ProducerConfig` (cheap to import);
+* :mod:`~pyspark_kafka_txn.client.sender`: batches, in-flight Produce requests, retries
+  (its docstring states the delivery guarantees);
+* :mod:`~pyspark_kafka_txn.client.ending`: :class:`PreparedTransaction`,
+  :func:`end_transaction`, :func:`end_transactions`;
+* :mod:`~pyspark_kafka_txn.client.error_codes`: :func:`check`, error code → exception.
+
+Errors that retrying cannot fix surface as :class:`TransactionError` (``requires_abort``)
+or :class:`ProducerFencedError`.
 
 Transaction versions: with ``transaction_version=1`` (v1 flows, every broker since
 0.11) partitions are added with AddPartitionsToTxn and EndTxn ≤ v4 keeps the epoch; with
@@ -39,14 +41,13 @@ import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
@@ -63,17 +64,14 @@ from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
-    BrokerError,
     ConfigError,
-    KafkaConnectionError,
-    KafkaTxnError,
     ProtocolError,
-    RecordTooLargeError,
     TransactionError,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
-from pyspark_kafka_txn.client.partitioner import partition_for
-from pyspark_kafka_txn.client.records import RecordColumns, encode_batches
+from pyspark_kafka_txn.client.partitioner import choose_partitions
+from pyspark_kafka_txn.client.records import RecordColumns
+from pyspark_kafka_txn.client.sender import Sender
 
 __all__ = [
     "TWO_PHASE_COMMIT_OPTION",
@@ -87,58 +85,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PRODUCE = 0
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
-
-_METADATA_STALE = frozenset(
-    {
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.leader_not_available,
-        ErrorCode.fenced_leader_epoch,
-    }
-)
-
-
-@dataclass(eq=False)
-class _Batch:
-    tp: tuple[str, int]
-    data: bytes
-    count: int
-    sequence: int
-    created: float
-    generation: int = -1
-    acked: bool = False
-    base_offset: int = -1
-
-
-@dataclass(eq=False)
-class _Partition:
-    tp: tuple[str, int]
-    next_sequence: int = 0
-    queue: collections.deque[_Batch] = field(default_factory=collections.deque)
-    inflight: collections.deque[_Batch] = field(default_factory=collections.deque)
-    outstanding: int = 0
-    generation: int = 0
-    retry_at: float = 0.0
-    backoff: float = 0.0
-    blocked: bool = False  # a retry waits for outstanding sends to drain
-    # Until the broker acknowledged one batch of this epoch, it has no producer state
-    # for us on this partition and would accept any sequence number; a pipelined second
-    # batch could then be appended before a failed first one. So: one in flight.
-    acknowledged: bool = False
-    # Rows waiting for linger.ms / batch.size, not yet encoded (no sequence numbers).
-    lingering: list[RecordColumns] = field(default_factory=list)
-    lingering_bytes: int = 0
-    linger_since: float = 0.0
-
-
-def _timeout(ms: int) -> timedelta:
-    return timedelta(milliseconds=ms)
 
 
 class TransactionalProducer:
@@ -175,15 +126,10 @@ class TransactionalProducer:
         # KIP-939 in effect for this producer's transactions (decided by InitProducerId).
         self.two_phase_commit = False
         self._two_phase_decided = False
-        self._partitions: dict[tuple[str, int], _Partition] = {}
-        self._in_txn: set[tuple[str, int]] = set()
         self._txn_open = False
+        self._sender = Sender(config, self.cluster)
+        self._in_txn: set[tuple[str, int]] = set()
         self._offsets_added = False
-        self._error: KafkaTxnError | None = None
-        # connection -> {correlation id: batches in that request}
-        self._requests: dict[Connection, dict[int, list[_Batch]]] = {}
-        self.records_sent = 0
-        self.batches_sent = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -202,6 +148,16 @@ class TransactionalProducer:
     def transactional_id(self) -> str:
         """The transactional id."""
         return self.config.transactional_id
+
+    @property
+    def records_sent(self) -> int:
+        """Records the brokers acknowledged."""
+        return self._sender.records_sent
+
+    @property
+    def batches_sent(self) -> int:
+        """Record batches the brokers acknowledged."""
+        return self._sender.batches_sent
 
     def _coordinator_call(self, what: str, call: Any) -> Any:
         return self.cluster.coordinator_call(TRANSACTION, self.transactional_id, what, call)
@@ -227,7 +183,7 @@ class TransactionalProducer:
                 INIT_PRODUCER_ID,
                 version,
                 transactional_id=self.transactional_id,
-                transaction_timeout=_timeout(self.config.transaction_timeout_ms),
+                transaction_timeout=timedelta(milliseconds=self.config.transaction_timeout_ms),
                 producer_id=expected_id,
                 producer_epoch=expected_epoch,
                 enable2_pc=two_phase,
@@ -270,8 +226,8 @@ class TransactionalProducer:
             return int(body.producer_id), int(body.producer_epoch)
 
         self.producer_id, self.producer_epoch = self._coordinator_call("InitProducerId", call)
-        self._reset_sequences()
-        self._error = None
+        self._sender.restart(self.producer_id, self.producer_epoch, self.transaction_version)
+        self._sender.error = None
         self._txn_open = False
         log.info(
             "producer %r: id %d epoch %d (transaction version %d, two-phase commit %s)",
@@ -311,10 +267,6 @@ class TransactionalProducer:
         self.two_phase_commit = two_phase
         self._two_phase_decided = True
 
-    def _reset_sequences(self) -> None:
-        self._partitions.clear()
-        self._requests.clear()
-
     def begin_transaction(self) -> None:
         """Start a transaction (local state only, like the Java client)."""
         if self.producer_id < 0:
@@ -323,11 +275,11 @@ class TransactionalProducer:
             raise TransactionError(ErrorCode.invalid_txn_state, "a transaction is already open")
         self._txn_open = True
         self._in_txn.clear()
-        self._error = None
+        self._sender.error = None
 
     def _require_txn(self) -> None:
-        if self._error is not None:
-            raise self._error
+        if self._sender.error is not None:
+            raise self._sender.error
         if not self._txn_open:
             raise TransactionError(ErrorCode.invalid_txn_state, "begin_transaction() first")
 
@@ -425,7 +377,14 @@ class TransactionalProducer:
         if n == 0:
             return 0
         info = self.cluster.topic(topic)
-        target = self._partition_column(records, partitions, info.partitions, topic)
+        target = choose_partitions(
+            records.keys,
+            records.values,
+            partitions,
+            info.partitions,
+            topic,
+            batch_size=self.config.batch_size,
+        )
         order = np.argsort(target, kind="stable")
         sorted_target = target[order]
         cuts = np.flatnonzero(np.diff(sorted_target)) + 1
@@ -434,324 +393,19 @@ class TransactionalProducer:
         self.add_partitions(tps)
         now = time.monotonic()
         for tp, rows in zip(tps, groups, strict=True):
-            part = self._partition(tp)
             if len(rows) == n:
                 subset = records
             elif int(rows[-1]) - int(rows[0]) + 1 == len(rows):  # contiguous (sticky)
                 subset = records.slice(int(rows[0]), len(rows))
             else:
                 subset = records.take(rows)
-            if self.config.linger_ms <= 0:
-                self._encode(part, subset, now)
-                continue
-            if not part.lingering:
-                part.linger_since = now
-            part.lingering.append(subset)
-            part.lingering_bytes += subset.approximate_bytes()
-            if part.lingering_bytes >= self.config.batch_size:
-                self._drain(part, now)
-        if self.config.linger_ms > 0:
-            expired = now - self.config.linger_ms / 1000
-            for part in self._partitions.values():
-                if part.lingering and part.linger_since <= expired:
-                    self._drain(part, now)
-        self._pump(block=False)
+            self._sender.append(tp, subset, now)
+        self._sender.send(now)
         return n
-
-    def _encode(self, part: _Partition, records: RecordColumns, now: float) -> None:
-        """Encode ``records`` into batches with the partition's next sequence numbers."""
-        try:
-            encoded = encode_batches(
-                records,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=part.next_sequence,
-                transactional=True,
-                compression=self.config.compression,
-                batch_size=self.config.batch_size,
-                max_batch_bytes=self.config.max_request_size,
-            )
-        except RecordTooLargeError as exc:
-            raise RecordTooLargeError(f"{part.tp[0]}-{part.tp[1]}: {exc}") from None
-        for enc in encoded:
-            part.queue.append(_Batch(part.tp, enc.data, enc.record_count, enc.base_sequence, now))
-            part.next_sequence = (part.next_sequence + enc.record_count) & 0x7FFFFFFF
-
-    def _drain(self, part: _Partition, now: float) -> None:
-        """Encode the rows lingering for ``part`` (``linger.ms`` > 0)."""
-        pending, part.lingering, part.lingering_bytes = part.lingering, [], 0
-        if pending:
-            self._encode(part, RecordColumns.concat(pending), now)
-
-    def _drain_all(self) -> None:
-        now = time.monotonic()
-        for part in self._partitions.values():
-            self._drain(part, now)
-
-    def _partition_column(
-        self,
-        records: RecordColumns,
-        partitions: pa.Array | pa.ChunkedArray | int | None,
-        count: int,
-        topic: str,
-    ) -> npt.NDArray[np.int64]:
-        n = len(records)
-        if isinstance(partitions, int):
-            chosen = np.full(n, partitions, dtype=np.int64)
-            explicit = np.ones(n, dtype=bool)
-        elif partitions is not None:
-            arr = (
-                partitions.combine_chunks()
-                if isinstance(partitions, pa.ChunkedArray)
-                else partitions
-            )
-            given = arr.cast(pa.int64())
-            lowest = pc.min(given).as_py()
-            if lowest is not None and lowest < 0:
-                raise ConfigError(
-                    f"partition {lowest} of a record for {topic!r} is negative: a record's "
-                    f"partition must be null or 0..{count - 1}"
-                )
-            chosen = np.asarray(pc.fill_null(given, -1).to_numpy(), dtype=np.int64)
-            explicit = chosen >= 0
-        else:
-            chosen = np.full(n, -1, dtype=np.int64)
-            explicit = np.zeros(n, dtype=bool)
-        if explicit.any() and int(chosen[explicit].max()) >= count:
-            raise ConfigError(
-                f"partition {int(chosen[explicit].max())} does not exist in {topic!r} "
-                f"({count} partitions)"
-            )
-        if not explicit.all():
-            sizes = (
-                np.asarray(
-                    pc.fill_null(pc.binary_length(records.values), 0).to_numpy(
-                        zero_copy_only=False
-                    ),
-                    dtype=np.int64,
-                )
-                + 16
-            )
-            auto = partition_for(records.keys, sizes, count, batch_size=self.config.batch_size)
-            chosen = np.where(explicit, chosen, auto)
-        return chosen
-
-    def _partition(self, tp: tuple[str, int]) -> _Partition:
-        part = self._partitions.get(tp)
-        if part is None:
-            part = self._partitions[tp] = _Partition(tp)
-        return part
 
     def flush(self) -> None:
         """Wait until every queued batch is acknowledged (or raise its error)."""
-        if self._error is None:
-            self._drain_all()
-        self._pump(block=True)
-        if self._error is not None:
-            raise self._error
-
-    # -- the send/receive loop ---------------------------------------------------------
-
-    def _pump(self, *, block: bool) -> None:
-        """Send what the windows allow; receive responses while blocked.
-
-        With ``block=False`` returns once every queued batch is on the wire (or waits
-        for a retry back-off); with ``block=True`` returns when every batch is
-        acknowledged or an error is recorded.
-        """
-        while self._error is None:
-            if self._send_ready():
-                continue
-            now = time.monotonic()
-            waiting = [p for p in self._partitions.values() if p.queue]
-            if not block and not any(p.retry_at <= now for p in waiting):
-                return
-            busy = [c for c, reqs in self._requests.items() if reqs]
-            if busy:
-                conn = busy[0]
-                self._receive(conn, next(iter(self._requests[conn])))
-            elif waiting:
-                wake = min(p.retry_at for p in waiting)
-                time.sleep(min(max(0.0, wake - now), 0.5))
-            else:
-                return
-
-    def _send_ready(self) -> bool:
-        """Send one request per leader with the head batch of each ready partition."""
-        now = time.monotonic()
-        by_leader: dict[int, list[_Partition]] = collections.defaultdict(list)
-        for part in self._partitions.values():
-            while part.queue and part.queue[0].acked:
-                part.queue.popleft()
-            if not part.queue or part.retry_at > now:
-                continue
-            if part.blocked:
-                if part.outstanding:
-                    continue
-                part.blocked = False
-            window = self.config.max_in_flight if part.acknowledged else 1
-            if part.outstanding >= window:
-                continue
-            try:
-                leader = self.cluster.topic(part.tp[0]).leaders[part.tp[1]]
-            except KafkaTxnError as exc:
-                self._fail_batch(part.queue[0], exc)
-                return False
-            by_leader[leader].append(part)
-        sent = False
-        for leader, parts in by_leader.items():
-            try:
-                conn = self.cluster.connection(leader)
-            except KafkaConnectionError as exc:
-                for part in parts:
-                    self._retry(part, exc, stale_metadata=True)
-                continue
-            reqs = self._requests.setdefault(conn, {})
-            if len(reqs) >= self.config.max_in_flight:
-                continue
-            batches = [part.queue.popleft() for part in parts]
-            try:
-                cid = self._send_produce(conn, batches)
-            except KafkaConnectionError as exc:
-                for part, batch in zip(parts, batches, strict=True):
-                    part.queue.appendleft(batch)
-                self._connection_lost(conn, exc)
-                continue
-            for part, batch in zip(parts, batches, strict=True):
-                batch.generation = part.generation
-                part.inflight.append(batch)
-                part.outstanding += 1
-            reqs[cid] = batches
-            sent = True
-        return sent
-
-    def _send_produce(self, conn: Connection, batches: list[_Batch]) -> int:
-        top = 12 if self.transaction_version >= 2 else 11
-        version = conn.version(PRODUCE, 3, top)
-        mod = load_payload_module(PRODUCE, version, EntityType.request)
-        by_topic: dict[str, list[Any]] = collections.defaultdict(list)
-        for batch in batches:
-            by_topic[batch.tp[0]].append(
-                mod.PartitionProduceData(index=batch.tp[1], records=batch.data)
-            )
-        topic_data = tuple(
-            mod.TopicProduceData(name=name, partition_data=tuple(parts))
-            for name, parts in by_topic.items()
-        )
-        return conn.send(
-            PRODUCE,
-            version,
-            transactional_id=self.transactional_id,
-            acks=-1,
-            timeout=_timeout(self.config.request_timeout_ms),
-            topic_data=topic_data,
-        )
-
-    def _receive(self, conn: Connection, cid: int) -> None:
-        batches = self._requests[conn][cid]
-        try:
-            body = conn.receive(cid)
-        except KafkaConnectionError as exc:
-            self._connection_lost(conn, exc)
-            return
-        del self._requests[conn][cid]
-        results: dict[tuple[str, int], Any] = {}
-        for topic in body.responses:
-            for res in topic.partition_responses:
-                results[(str(topic.name), int(res.index))] = res
-        for batch in batches:
-            part = self._partitions.get(batch.tp)
-            if part is None:  # producer re-initialised meanwhile
-                continue
-            part.outstanding -= 1
-            res = results.get(batch.tp)
-            code = ErrorCode.unknown_server_error if res is None else res.error_code
-            if res is not None and code == ErrorCode.none:
-                self._ack(part, batch, int(res.base_offset))
-            elif batch.generation != part.generation or batch.acked:
-                continue  # already scheduled for resend by an earlier failure
-            elif code == ErrorCode.out_of_order_sequence_number and not self._is_first_unacked(
-                part, batch
-            ):
-                self._retry(part, BrokerError(code, "produce"), stale_metadata=False)
-            else:
-                context = f"Produce to {batch.tp[0]}-{batch.tp[1]}"
-                if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-                    context += (
-                        f": a batch of {batch.count} record(s), {len(batch.data)} bytes, is "
-                        "above the topic's max.message.bytes (lower batch.size below it, or "
-                        "raise the topic's limit for records this large)"
-                    )
-                needs = {
-                    RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
-                    RESOURCE_TOPIC: ("WRITE", batch.tp[0]),
-                }
-                try:
-                    check(code, context, needs)
-                except BrokerError as exc:
-                    if exc.retriable:
-                        self._retry(part, exc, stale_metadata=code in _METADATA_STALE)
-                    else:
-                        self._fail_batch(batch, exc)
-
-    @staticmethod
-    def _is_first_unacked(part: _Partition, batch: _Batch) -> bool:
-        for other in part.inflight:
-            if not other.acked:
-                return other is batch
-        return True
-
-    def _ack(self, part: _Partition, batch: _Batch, offset: int) -> None:
-        if batch.acked:
-            return
-        batch.acked = True
-        batch.base_offset = offset
-        part.acknowledged = True
-        self.records_sent += batch.count
-        self.batches_sent += 1
-        if batch in part.inflight:
-            part.inflight.remove(batch)
-        part.backoff = 0.0
-
-    def _retry(self, part: _Partition, exc: KafkaTxnError, *, stale_metadata: bool) -> None:
-        """Resend every unacknowledged batch of ``part``, unchanged, after back-off."""
-        now = time.monotonic()
-        oldest = min((b.created for b in (*part.inflight, *part.queue) if not b.acked), default=now)
-        if now - oldest > self.config.delivery_timeout_ms / 1000:
-            self._error = TransactionError(
-                ErrorCode.request_timed_out,
-                f"delivery to {part.tp[0]}-{part.tp[1]} timed out; last error: {exc}",
-            )
-            return
-        log.info("retrying %s-%s after %s", part.tp[0], part.tp[1], exc)
-        if stale_metadata:
-            self.cluster.invalidate_topic(part.tp[0])
-        part.generation += 1
-        unacked = [b for b in part.inflight if not b.acked]
-        part.inflight.clear()
-        part.queue.extendleft(reversed(unacked))
-        part.blocked = True
-        base = self.config.retry_backoff_ms / 1000
-        part.backoff = min(max(base, part.backoff * 2), self.config.retry_backoff_max_ms / 1000)
-        part.retry_at = now + part.backoff
-
-    def _fail_batch(self, batch: _Batch, exc: KafkaTxnError) -> None:
-        log.warning("batch to %s-%s failed: %s", batch.tp[0], batch.tp[1], exc)
-        if self._error is None:
-            self._error = exc
-
-    def _connection_lost(self, conn: Connection, exc: KafkaConnectionError) -> None:
-        lost = self._requests.pop(conn, {})
-        affected: dict[tuple[str, int], _Partition] = {}
-        for batches in lost.values():
-            for batch in batches:
-                part = self._partitions.get(batch.tp)
-                if part is None:
-                    continue
-                part.outstanding -= 1
-                affected[batch.tp] = part
-        for part in affected.values():
-            self._retry(part, exc, stale_metadata=True)
+        self._sender.flush()
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -869,22 +523,10 @@ class TransactionalProducer:
         """Drop unsent batches, wait for in-flight ones, then EndTxn(abort)."""
         if not self._txn_open:
             raise TransactionError(ErrorCode.invalid_txn_state, "no open transaction")
-        if isinstance(self._error, TransactionError) and not self._error.requires_abort:
-            raise self._error
-        # Batches that failed or were never sent leave gaps in the sequence numbers
-        # (and a batch whose ack was lost may still be in the log), so after such an
-        # abort the epoch is bumped (KIP-360), which restarts every sequence at 0.
-        gaps = self._error is not None or any(
-            b for p in self._partitions.values() for b in (*p.queue, *p.inflight) if not b.acked
-        )
-        for part in self._partitions.values():
-            part.queue.clear()
-            part.lingering, part.lingering_bytes = [], 0
-        self._error = None
-        try:
-            self._pump(block=True)
-        finally:
-            self._error = None
+        error = self._sender.error
+        if isinstance(error, TransactionError) and not error.requires_abort:
+            raise error
+        gaps = self._sender.discard()
         before = (self.producer_id, self.producer_epoch)
         self._end(commit=False)
         # A TV2 end already bumped the epoch, or moved to a new producer id when the epoch
@@ -914,4 +556,4 @@ class TransactionalProducer:
         self._offsets_added = False
         if (pid, epoch) != (self.producer_id, self.producer_epoch):
             self.producer_id, self.producer_epoch = pid, epoch
-            self._reset_sequences()
+            self._sender.restart(pid, epoch, self.transaction_version)

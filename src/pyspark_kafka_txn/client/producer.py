@@ -11,6 +11,8 @@ AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit) and the split of produced 
 partition. The rest lives in one module per role, whose public names are re-exported here:
 
 * :mod:`~pyspark_kafka_txn.client.config`: :class:`ProducerConfig` (cheap to import);
+* :mod:`~pyspark_kafka_txn.client.txn_state`: the :class:`TransactionState` machine: a call
+  made in the wrong state raises :class:`TransactionError` naming the call and the state;
 * :mod:`~pyspark_kafka_txn.client.sender`: batches, in-flight Produce requests, retries
   (its docstring states the delivery guarantees);
 * :mod:`~pyspark_kafka_txn.client.ending`: :class:`PreparedTransaction`,
@@ -65,6 +67,7 @@ from pyspark_kafka_txn.client.errors import (
     RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
     ConfigError,
+    KafkaTxnError,
     ProtocolError,
     TransactionError,
 )
@@ -72,11 +75,13 @@ from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
 from pyspark_kafka_txn.client.partitioner import choose_partitions
 from pyspark_kafka_txn.client.records import RecordColumns
 from pyspark_kafka_txn.client.sender import Sender
+from pyspark_kafka_txn.client.txn_state import TransactionState, check_call, check_move
 
 __all__ = [
     "TWO_PHASE_COMMIT_OPTION",
     "PreparedTransaction",
     "ProducerConfig",
+    "TransactionState",
     "TransactionalProducer",
     "check",
     "end_transaction",
@@ -90,6 +95,15 @@ ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
+
+# Failed state -> the calls that raise the failure that put the transaction there.
+_NEEDS_TXN = frozenset(
+    {"add_partitions", "produce", "send_offsets_to_transaction", "prepare", "commit_transaction"}
+)
+_RAISE_FAILURE = {
+    TransactionState.ABORTABLE_ERROR: _NEEDS_TXN,
+    TransactionState.FATAL_ERROR: _NEEDS_TXN | {"abort_transaction"},
+}
 
 
 class TransactionalProducer:
@@ -126,7 +140,7 @@ class TransactionalProducer:
         # KIP-939 in effect for this producer's transactions (decided by InitProducerId).
         self.two_phase_commit = False
         self._two_phase_decided = False
-        self._txn_open = False
+        self._state = TransactionState.UNINITIALIZED
         self._sender = Sender(config, self.cluster)
         self._in_txn: set[tuple[str, int]] = set()
         self._offsets_added = False
@@ -150,6 +164,12 @@ class TransactionalProducer:
         return self.config.transactional_id
 
     @property
+    def state(self) -> TransactionState:
+        """Where the producer stands (see :mod:`~pyspark_kafka_txn.client.txn_state`)."""
+        self._note_failure("state")
+        return self._state
+
+    @property
     def records_sent(self) -> int:
         """Records the brokers acknowledged."""
         return self._sender.records_sent
@@ -158,6 +178,31 @@ class TransactionalProducer:
     def batches_sent(self) -> int:
         """Record batches the brokers acknowledged."""
         return self._sender.batches_sent
+
+    def _move(self, target: TransactionState, call: str) -> None:
+        check_move(self._state, target, call)
+        self._state = target
+
+    def _require(self, call: str) -> None:
+        """Raise unless ``call`` may be made now.
+
+        A batch of the open transaction that failed since the last call moves it to
+        ABORTABLE_ERROR or FATAL_ERROR, and the calls that need the transaction raise that
+        failure (its cause) rather than the state's.
+        """
+        failure = self._note_failure(call)
+        if failure is not None and call in _RAISE_FAILURE.get(self._state, ()):
+            raise failure
+        check_call(self._state, call)
+
+    def _note_failure(self, call: str) -> KafkaTxnError | None:
+        """Move an open transaction whose batch failed to its error state; return the failure."""
+        failure = self._sender.error
+        if failure is not None and self._state is TransactionState.IN_TRANSACTION:
+            fatal = isinstance(failure, TransactionError) and not failure.requires_abort
+            failed = TransactionState.FATAL_ERROR if fatal else TransactionState.ABORTABLE_ERROR
+            self._move(failed, call)
+        return failure
 
     def _coordinator_call(self, what: str, call: Any) -> Any:
         return self.cluster.coordinator_call(TRANSACTION, self.transactional_id, what, call)
@@ -168,6 +213,7 @@ class TransactionalProducer:
         An open transaction of an earlier producer is aborted by the coordinator
         (answered with CONCURRENT_TRANSACTIONS until done, which is retried here).
         """
+        self._require("init_transactions")
         return self._init_producer_id(-1, -1)
 
     def _init_producer_id(self, expected_id: int, expected_epoch: int) -> tuple[int, int]:
@@ -228,7 +274,7 @@ class TransactionalProducer:
         self.producer_id, self.producer_epoch = self._coordinator_call("InitProducerId", call)
         self._sender.restart(self.producer_id, self.producer_epoch, self.transaction_version)
         self._sender.error = None
-        self._txn_open = False
+        self._move(TransactionState.READY, "init_transactions")
         log.info(
             "producer %r: id %d epoch %d (transaction version %d, two-phase commit %s)",
             self.transactional_id,
@@ -269,25 +315,16 @@ class TransactionalProducer:
 
     def begin_transaction(self) -> None:
         """Start a transaction (local state only, like the Java client)."""
-        if self.producer_id < 0:
-            raise TransactionError(ErrorCode.invalid_txn_state, "init_transactions() first")
-        if self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "a transaction is already open")
-        self._txn_open = True
+        self._require("begin_transaction")
+        self._move(TransactionState.IN_TRANSACTION, "begin_transaction")
         self._in_txn.clear()
         self._sender.error = None
-
-    def _require_txn(self) -> None:
-        if self._sender.error is not None:
-            raise self._sender.error
-        if not self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "begin_transaction() first")
 
     # -- partitions --------------------------------------------------------------------
 
     def add_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         """AddPartitionsToTxn for partitions not yet in the transaction (TV1 only)."""
-        self._require_txn()
+        self._require("add_partitions")
         new = sorted(set(tps) - self._in_txn)
         if not new:
             return
@@ -371,7 +408,7 @@ class TransactionalProducer:
         :meth:`flush` (also called by :meth:`prepare` / :meth:`commit_transaction`) waits
         for every acknowledgement. Returns the number of records queued.
         """
-        self._require_txn()
+        self._require("produce")
         records = RecordColumns.from_arrow(values, keys, timestamps=timestamps, headers=headers)
         n = len(records)
         if n == 0:
@@ -420,7 +457,7 @@ class TransactionalProducer:
         TV1: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to the
         group coordinator. TV2: TxnOffsetCommit v5 adds the group implicitly.
         """
-        self._require_txn()
+        self._require("send_offsets_to_transaction")
         if self.transaction_version < 2:
 
             def add(conn: Connection) -> None:
@@ -506,52 +543,65 @@ class TransactionalProducer:
 
     def prepare(self) -> PreparedTransaction:
         """Flush and leave the transaction open; return what ends it elsewhere."""
-        self._require_txn()
+        self._require("prepare")
         self.flush()
-        self._txn_open = False
+        self._move(TransactionState.PREPARED, "prepare")
         return PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
 
     def commit_transaction(self) -> None:
         """Flush, then EndTxn(commit)."""
-        self._require_txn()
+        self._require("commit_transaction")
         self.flush()
-        self._end(commit=True)
+        self._end("commit_transaction", commit=True)
 
     def abort_transaction(self) -> None:
         """Drop unsent batches, wait for in-flight ones, then EndTxn(abort)."""
-        if not self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "no open transaction")
-        error = self._sender.error
-        if isinstance(error, TransactionError) and not error.requires_abort:
-            raise error
-        gaps = self._sender.discard()
+        self._require("abort_transaction")
+        self._move(TransactionState.ABORTING, "abort_transaction")
+        try:
+            gaps = self._sender.discard()
+        except BaseException:
+            self._move(TransactionState.IN_TRANSACTION, "abort_transaction")
+            raise
         before = (self.producer_id, self.producer_epoch)
-        self._end(commit=False)
+        self._end("abort_transaction", commit=False)
         # A TV2 end already bumped the epoch, or moved to a new producer id when the epoch
         # was exhausted (whose first epoch may equal the old one, so compare both).
         if gaps and (self.producer_id, self.producer_epoch) == before:
             self._init_producer_id(self.producer_id, self.producer_epoch)
 
-    def _end(self, *, commit: bool) -> None:
+    def _end(self, call: str, *, commit: bool) -> None:
+        """EndTxn of the open transaction: COMMITTING / ABORTING, then READY.
+
+        If the EndTxn fails the transaction stays open (IN_TRANSACTION), so it can be
+        aborted.
+        """
+        if commit:
+            self._move(TransactionState.COMMITTING, call)
         handle = PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
         added = bool(self._in_txn or self._offsets_added)
-        if added or self.transaction_version < 2:
-            try:
-                pid, epoch = end_transaction(self.cluster, handle, commit=commit)
-            except TransactionError as exc:
-                # TV1 (the coordinator may hold partitions whose add we never saw answered):
-                # an abort refused because the coordinator has no transaction open (e.g.
-                # the only AddPartitionsToTxn was refused by an ACL) has nothing to abort.
-                if commit or added or exc.code != ErrorCode.invalid_txn_state:
-                    raise
-                pid, epoch = self.producer_id, self.producer_epoch
-        else:
-            pid, epoch = self.producer_id, self.producer_epoch  # nothing was added
-        self._txn_open = False
+        try:
+            if added or self.transaction_version < 2:
+                try:
+                    pid, epoch = end_transaction(self.cluster, handle, commit=commit)
+                except TransactionError as exc:
+                    # TV1 (the coordinator may hold partitions whose add we never saw
+                    # answered): an abort refused because the coordinator has no
+                    # transaction open (e.g. the only AddPartitionsToTxn was refused by an
+                    # ACL) has nothing to abort.
+                    if commit or added or exc.code != ErrorCode.invalid_txn_state:
+                        raise
+                    pid, epoch = self.producer_id, self.producer_epoch
+            else:
+                pid, epoch = self.producer_id, self.producer_epoch  # nothing was added
+        except BaseException:
+            self._move(TransactionState.IN_TRANSACTION, call)
+            raise
+        self._move(TransactionState.READY, call)
         self._in_txn.clear()
         self._offsets_added = False
         if (pid, epoch) != (self.producer_id, self.producer_epoch):

@@ -25,6 +25,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.client.records import Compression
+from pyspark_kafka_txn.client.txn_state import TransactionState
 from tests.client.helpers import (
     prepare_in_subprocess,
     read_records,
@@ -173,14 +174,21 @@ def test_new_producer_fences_old_one(kafka: KafkaTarget, tv: int) -> None:
     old.begin_transaction()
     old.produce(topic, pa.array([b"zombie"]))
     handle = old.prepare()
+    assert old.state is TransactionState.PREPARED
     new = _producer(kafka, tid=tid, transaction_version=tv)
     assert new.producer_epoch > handle.producer_epoch
     with pytest.raises(ProducerFencedError):
         end_transaction(bs, handle, commit=True)
-    old.begin_transaction()
+    old.begin_transaction()  # a zombie: same epoch, without init_transactions()
     with pytest.raises(ProducerFencedError):
         old.produce(topic, pa.array([b"zombie-2"]))
         old.commit_transaction()
+    # TV2: the Produce answer fenced it (the sender's failure: FATAL_ERROR, raised again by
+    # abort); TV1: AddPartitionsToTxn did (a coordinator call; abort's EndTxn is fenced).
+    fenced = TransactionState.FATAL_ERROR if tv == 2 else TransactionState.IN_TRANSACTION
+    assert old.state is fenced
+    with pytest.raises(ProducerFencedError):
+        old.abort_transaction()
     new.begin_transaction()
     new.produce(topic, pa.array([b"fresh"]))
     new.commit_transaction()
@@ -201,7 +209,13 @@ def test_broker_size_limit_requires_abort_then_recovers(kafka: KafkaTarget) -> N
             p.flush()
         assert info.value.requires_abort
         assert info.value.code.name == "message_too_large"
+        assert p.state is TransactionState.ABORTABLE_ERROR
+        with pytest.raises(TransactionError, match="message_too_large"):  # the cause again
+            p.commit_transaction()
+        with pytest.raises(TransactionError, match="called in state ABORTABLE_ERROR"):
+            p.begin_transaction()
         p.abort_transaction()
+        assert p.state is TransactionState.READY
         p.begin_transaction()
         p.produce(topic, pa.array([b"after"]))
         p.commit_transaction()

@@ -33,6 +33,8 @@ def imported_after(statement: str) -> set[str]:
         "import pyspark_kafka_txn.source",
         "from pyspark_kafka_txn import DefaultSource",
         "import pyspark_kafka_txn.reader",
+        "import pyspark_kafka_txn.client",
+        "from pyspark_kafka_txn.client import ProducerConfig",
     ],
 )
 def test_reader_path_imports_no_protocol_or_broker_code(statement: str) -> None:
@@ -45,3 +47,22 @@ def test_package_import_does_not_load_pyspark() -> None:
     modules = imported_after("import pyspark_kafka_txn")
     assert "pyspark" not in modules
     assert "pyspark_kafka_txn" in modules
+
+
+def test_producer_config_imports_no_protocol_numpy_or_arrow() -> None:
+    """The driver parses writer options (ProducerConfig) without the protocol code."""
+    modules = imported_after("from pyspark_kafka_txn.client.config import ProducerConfig")
+    heavy = ("kio", "hypothesis", "numpy", "pyarrow", "pyspark_kafka_txn.client.connection")
+    loaded = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy))
+    assert loaded == []
+
+
+def test_client_package_loads_its_names_on_first_use() -> None:
+    import pyspark_kafka_txn.client as client
+    from pyspark_kafka_txn.client import ending, producer
+
+    assert client.TransactionalProducer is producer.TransactionalProducer
+    assert client.end_transactions is ending.end_transactions
+    assert set(client.__all__) <= set(dir(client))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = client.no_such_name

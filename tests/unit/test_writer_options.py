@@ -47,6 +47,34 @@ def test_bad_options_name_the_option(given: dict[str, str], named: str) -> None:
         parse_writer_options({**BASE, **given})
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"kafka.max.in.flight.requests.per.connection": "6"},
+            "kafka.max.in.flight.requests.per.connection must be between 1 and 5 "
+            "(idempotence), got 6",
+        ),
+        ({"kafka.transaction.version": "5"}, "kafka.transaction.version must be 0, 1 or 2, got 5"),
+        (
+            {"kafka.compression.type": "brotli"},
+            "kafka.compression.type must be one of none, gzip, snappy, lz4, zstd; got 'brotli'",
+        ),
+        ({"Kafka.Batch.Size": "0"}, "Kafka.Batch.Size must be positive, got 0"),
+        ({"kafka.max.request.size": "0"}, "kafka.max.request.size must be positive, got 0"),
+    ],
+    ids=["max-in-flight", "transaction-version", "compression", "batch-size", "request-size"],
+)
+def test_producer_config_errors_name_the_option_as_written(
+    given: dict[str, str], message: str
+) -> None:
+    """ProducerConfig's errors carry the option; the writer names it with ``kafka.``."""
+    with pytest.raises(ConfigError) as info:
+        parse_writer_options({**BASE, **given})
+    assert str(info.value) == message
+    assert info.value.option == next(iter(given))
+
+
 def test_secrets_never_shown() -> None:
     opts = parse_writer_options(
         {

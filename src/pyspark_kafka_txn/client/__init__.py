@@ -4,7 +4,64 @@ It imports neither pyspark nor the embedded cluster (an import-linter contract).
 
 Modules: ``errors`` (exception hierarchy), ``connection`` (framing, pipelining, version
 negotiation), ``metadata`` (leaders, coordinators), ``records`` (record batch v2 encoding
-from Arrow), ``partitioner`` (Java-compatible murmur2), ``producer`` (transactional
-producer, ``end_transaction``), ``admin`` (CreateTopics, DescribeConfigs,
-List/DescribeTransactions, OffsetFetch). See docs/client.md.
+from Arrow), ``partitioner`` (Java-compatible murmur2, each record's partition),
+``config`` (``ProducerConfig``, free of kio, numpy and pyarrow), ``txn_state`` (the
+producer's transaction state machine), ``sender`` (batches, in-flight requests, retries),
+``ending`` (``PreparedTransaction``, ``end_transaction``, ``end_transactions``),
+``error_codes`` (error code → exception), ``producer`` (``TransactionalProducer``; re-exports
+the names above), ``admin`` (CreateTopics, DescribeConfigs, List/DescribeTransactions,
+OffsetFetch). See docs/client.md.
+
+The names of ``__all__`` are importable from this package; each is loaded on first use, so
+``import pyspark_kafka_txn.client`` (on the reader's import path) loads no kio.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark_kafka_txn.client.config import ProducerConfig
+    from pyspark_kafka_txn.client.ending import (
+        PreparedTransaction,
+        end_transaction,
+        end_transactions,
+    )
+    from pyspark_kafka_txn.client.metadata import ClusterClient
+    from pyspark_kafka_txn.client.producer import TransactionalProducer
+    from pyspark_kafka_txn.client.txn_state import TransactionState
+
+__all__ = [
+    "ClusterClient",
+    "PreparedTransaction",
+    "ProducerConfig",
+    "TransactionState",
+    "TransactionalProducer",
+    "end_transaction",
+    "end_transactions",
+]
+
+# Public name -> the module that defines it.
+_HOMES = {
+    "ClusterClient": "metadata",
+    "PreparedTransaction": "ending",
+    "ProducerConfig": "config",
+    "TransactionState": "txn_state",
+    "TransactionalProducer": "producer",
+    "end_transaction": "ending",
+    "end_transactions": "ending",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

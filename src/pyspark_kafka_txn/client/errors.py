@@ -78,7 +78,29 @@ class KafkaTxnError(Exception):
 
 
 class ConfigError(KafkaTxnError, ValueError):
-    """An option is missing, unknown or out of range."""
+    """An option is missing, unknown or out of range.
+
+    Parameters
+    ----------
+    message
+        What is wrong; with ``option``, what is wrong with that option (the message is then
+        ``"<option> <message>"``).
+    option
+        The option at fault, named as the raising layer knows it (``batch.size``); a layer
+        that knows the name the user wrote (``kafka.batch.size``) re-words the error with
+        :meth:`renamed`.
+    """
+
+    def __init__(self, message: str = "", *, option: str | None = None) -> None:
+        self.option = option
+        self.problem = message
+        super().__init__(f"{option} {message}" if option else message)
+
+    def renamed(self, name: str) -> ConfigError:
+        """The same error naming its option ``name`` (itself when it names no option)."""
+        if self.option is None:
+            return self
+        return ConfigError(self.problem, option=name)
 
 
 class RecordTooLargeError(KafkaTxnError, ValueError):

@@ -1,4 +1,4 @@
-"""The Java client's default partitioner, vectorised.
+"""The Java client's default partitioner, vectorised, and the choice of each record's partition.
 
 Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` (Kafka's
 ``Utils.murmur2`` and ``Utils.toPositive``; librdkafka's ``murmur2_random`` agrees), so
@@ -16,7 +16,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["murmur2", "partition_for"]
+from pyspark_kafka_txn.client.errors import ConfigError
+
+__all__ = ["choose_partitions", "murmur2", "partition_for"]
 
 _SEED = np.uint32(0x9747B28C)
 _M = np.uint32(0x5BD1E995)
@@ -104,3 +106,67 @@ def partition_for(
         first = random.randrange(partitions) if start is None else start
         out[null] = (first + chunk) % partitions
     return out
+
+
+def choose_partitions(
+    keys: pa.Array,
+    values: pa.Array,
+    partitions: pa.Array | pa.ChunkedArray | int | None,
+    count: int,
+    topic: str,
+    *,
+    batch_size: int,
+) -> npt.NDArray[np.int64]:
+    """Partition of each record of ``topic``: the one given, else :func:`partition_for`'s.
+
+    Parameters
+    ----------
+    keys, values
+        The records' binary keys and values (nulls allowed).
+    partitions
+        One partition for every record, a partition per record (null: let the
+        partitioner decide), or None (the partitioner decides for all).
+    count
+        Partition count of the topic.
+    batch_size
+        Bytes after which null-key records move to the next partition.
+
+    Raises
+    ------
+    ConfigError
+        For a given partition that is negative or does not exist.
+    """
+    n = len(values)
+    if isinstance(partitions, int):
+        chosen = np.full(n, partitions, dtype=np.int64)
+        explicit = np.ones(n, dtype=bool)
+    elif partitions is not None:
+        arr = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+        given = arr.cast(pa.int64())
+        lowest = pc.min(given).as_py()
+        if lowest is not None and lowest < 0:
+            raise ConfigError(
+                f"partition {lowest} of a record for {topic!r} is negative: a record's "
+                f"partition must be null or 0..{count - 1}"
+            )
+        chosen = np.asarray(pc.fill_null(given, -1).to_numpy(), dtype=np.int64)
+        explicit = chosen >= 0
+    else:
+        chosen = np.full(n, -1, dtype=np.int64)
+        explicit = np.zeros(n, dtype=bool)
+    if explicit.any() and int(chosen[explicit].max()) >= count:
+        raise ConfigError(
+            f"partition {int(chosen[explicit].max())} does not exist in {topic!r} "
+            f"({count} partitions)"
+        )
+    if not explicit.all():
+        sizes = (
+            np.asarray(
+                pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False),
+                dtype=np.int64,
+            )
+            + 16
+        )
+        auto = partition_for(keys, sizes, count, batch_size=batch_size)
+        chosen = np.where(explicit, chosen, auto)
+    return chosen

@@ -6,17 +6,21 @@ TxnOffsetCommit] → EndTxn, or stops before EndTxn with :meth:`~TransactionalPr
 handing ``(transactional_id, producer_id, epoch)`` to another process, which finishes
 the transaction with :func:`end_transaction`.
 
-Delivery guarantees of the Produce path:
+This module owns the producer's calls to the transaction coordinator (InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit) and the split of produced rows by
+partition. The rest lives in one module per role, whose public names are re-exported here:
 
-* one batch per partition per request, at most ``max_in_flight`` (≤ 5) batches per
-  partition on the wire, sequence numbers assigned once per batch;
-* a retriable failure of a batch (connection lost, timeout, NOT_LEADER_OR_FOLLOWER,
-  NOT_ENOUGH_REPLICAS, ...) waits until every other batch of that partition has been
-  answered, then resends all unacknowledged batches *unchanged* (same sequence numbers),
-  in order; the broker acknowledges a resent batch it already has with its original
-  offset, so a retry never duplicates;
-* errors that retrying cannot fix surface as :class:`TransactionError`
-  (``requires_abort``) or :class:`ProducerFencedError`.
+* :mod:`~pyspark_kafka_txn.client.config`: :class:`ProducerConfig` (cheap to import);
+* :mod:`~pyspark_kafka_txn.client.txn_state`: the :class:`TransactionState` machine: a call
+  made in the wrong state raises :class:`TransactionError` naming the call and the state;
+* :mod:`~pyspark_kafka_txn.client.sender`: batches, in-flight Produce requests, retries
+  (its docstring states the delivery guarantees);
+* :mod:`~pyspark_kafka_txn.client.ending`: :class:`PreparedTransaction`,
+  :func:`end_transaction`, :func:`end_transactions`;
+* :mod:`~pyspark_kafka_txn.client.error_codes`: :func:`check`, error code → exception.
+
+Errors that retrying cannot fix surface as :class:`TransactionError` (``requires_abort``)
+or :class:`ProducerFencedError`.
 
 Transaction versions: with ``transaction_version=1`` (v1 flows, every broker since
 0.11) partitions are added with AddPartitionsToTxn and EndTxn ≤ v4 keeps the epoch; with
@@ -39,42 +43,45 @@ import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
+from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
+from pyspark_kafka_txn.client.connection import Connection
+from pyspark_kafka_txn.client.ending import (
+    PreparedTransaction,
+    end_transaction,
+    end_transactions,
+)
+from pyspark_kafka_txn.client.error_codes import check
 from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
-    AuthorizationError,
-    BrokerError,
     ConfigError,
-    KafkaConnectionError,
     KafkaTxnError,
-    ProducerFencedError,
     ProtocolError,
-    RecordTooLargeError,
     TransactionError,
-    authorization_error,
 )
 from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
-from pyspark_kafka_txn.client.partitioner import partition_for
-from pyspark_kafka_txn.client.records import Compression, RecordColumns, encode_batches
-from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
+from pyspark_kafka_txn.client.partitioner import choose_partitions
+from pyspark_kafka_txn.client.records import RecordColumns
+from pyspark_kafka_txn.client.sender import Sender
+from pyspark_kafka_txn.client.txn_state import TransactionState, check_call, check_move
 
 __all__ = [
+    "TWO_PHASE_COMMIT_OPTION",
     "PreparedTransaction",
     "ProducerConfig",
+    "TransactionState",
     "TransactionalProducer",
     "check",
     "end_transaction",
@@ -83,259 +90,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PRODUCE = 0
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
-TWO_PHASE_COMMIT_OPTION = "transaction.two.phase.commit.enable"
-_TWO_PHASE_MODES = ("false", "true", "auto")
 
-_FENCED = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
-_METADATA_STALE = frozenset(
-    {
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.leader_not_available,
-        ErrorCode.fenced_leader_epoch,
-    }
+# Failed state -> the calls that raise the failure that put the transaction there.
+_NEEDS_TXN = frozenset(
+    {"add_partitions", "produce", "send_offsets_to_transaction", "prepare", "commit_transaction"}
 )
-
-# Kafka option name -> ProducerConfig attribute (values parsed by the attribute's type).
-_OPTION_NAMES = {
-    "bootstrap.servers": "bootstrap_servers",
-    "transactional.id": "transactional_id",
-    "transaction.timeout.ms": "transaction_timeout_ms",
-    "compression.type": "compression",
-    "batch.size": "batch_size",
-    "max.request.size": "max_request_size",
-    "request.timeout.ms": "request_timeout_ms",
-    "delivery.timeout.ms": "delivery_timeout_ms",
-    "max.in.flight.requests.per.connection": "max_in_flight",
-    "linger.ms": "linger_ms",
-    "retry.backoff.ms": "retry_backoff_ms",
-    "retry.backoff.max.ms": "retry_backoff_max_ms",
-    "client.id": "client_id",
-    "transaction.version": "transaction_version",
-    TWO_PHASE_COMMIT_OPTION: "two_phase_commit",
+_RAISE_FAILURE = {
+    TransactionState.ABORTABLE_ERROR: _NEEDS_TXN,
+    TransactionState.FATAL_ERROR: _NEEDS_TXN | {"abort_transaction"},
 }
-
-
-def check(
-    code: ErrorCode, context: str, needs: Mapping[str, tuple[str, str]] | None = None
-) -> None:
-    """Raise the client exception for a response error code (no-op for NONE).
-
-    Parameters
-    ----------
-    code
-        The response's error code.
-    context
-        What was attempted (no secrets).
-    needs
-        What the request needs by resource type (see
-        :func:`~pyspark_kafka_txn.client.errors.authorization_error`): an authorization
-        error code raises :class:`~pyspark_kafka_txn.client.errors.AuthorizationError`
-        naming the operation and the resource.
-    """
-    if code == ErrorCode.none:
-        return
-    denied = authorization_error(code, context.partition("(")[0], needs or {})
-    if denied is not None:
-        raise denied
-    if code in _FENCED:
-        raise ProducerFencedError(code, context)
-    if code in (ErrorCode.invalid_producer_id_mapping, ErrorCode.transactional_id_not_found):
-        raise TransactionError(code, context, requires_abort=False)
-    if code in (
-        ErrorCode.invalid_txn_state,
-        ErrorCode.transaction_abortable,
-        ErrorCode.out_of_order_sequence_number,
-        ErrorCode.operation_not_attempted,
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.corrupt_message,
-        ErrorCode.invalid_record,
-        ErrorCode.invalid_timestamp,
-        ErrorCode.unsupported_compression_type,
-    ):
-        raise TransactionError(code, context)
-    raise BrokerError(code, context)
-
-
-@dataclass(frozen=True)
-class ProducerConfig:
-    """Options of :class:`TransactionalProducer` (see :meth:`from_options` for names).
-
-    Attributes
-    ----------
-    bootstrap_servers
-        ``host:port,...``.
-    transactional_id
-        The transactional id (required).
-    transaction_timeout_ms
-        Sent with InitProducerId; must not exceed the broker's
-        ``transaction.max.timeout.ms`` (15 min by default).
-    compression
-        Codec of every batch.
-    batch_size
-        Upper bound of a batch's uncompressed size in bytes.
-    max_request_size
-        Upper bound of one encoded batch (and of one request); larger records fail with
-        :class:`~pyspark_kafka_txn.client.errors.RecordTooLargeError`.
-    request_timeout_ms, delivery_timeout_ms
-        Per request; per batch including retries.
-    max_in_flight
-        Produce requests in flight per connection (1..5).
-    linger_ms
-        0: every :meth:`TransactionalProducer.produce` call is encoded at once. Above 0:
-        rows of a partition accumulate across calls until ``batch_size`` bytes, this
-        many milliseconds (checked at each call), or a flush.
-    retry_backoff_ms, retry_backoff_max_ms
-        Bounded exponential back-off between retries and reconnects.
-    transaction_version
-        1, 2, or 0 to follow the cluster's finalized ``transaction.version``.
-    two_phase_commit
-        ``transaction.two.phase.commit.enable`` (KIP-939): ``"false"`` (default),
-        ``"true"`` (InitProducerId v6 with ``Enable2Pc``: transactions never time out;
-        the broker must advertise v6) or ``"auto"`` (2PC where the broker offers it, the
-        ``transaction.timeout.ms`` behaviour elsewhere). Booleans are accepted.
-    security
-        TLS / SASL (built from the ``security.*``, ``ssl.*``, ``sasl.*`` options).
-    """
-
-    bootstrap_servers: str
-    transactional_id: str
-    transaction_timeout_ms: int = 60_000
-    compression: Compression = Compression.NONE
-    batch_size: int = 1_000_000
-    max_request_size: int = 1_048_576
-    request_timeout_ms: int = 30_000
-    delivery_timeout_ms: int = 120_000
-    max_in_flight: int = 5
-    linger_ms: int = 0
-    retry_backoff_ms: int = 50
-    retry_backoff_max_ms: int = 1_000
-    client_id: str = "pyspark-kafka-txn"
-    transaction_version: int = 1
-    two_phase_commit: str = "false"
-    security: SecurityConfig = field(default_factory=SecurityConfig)
-
-    def __post_init__(self) -> None:
-        # Accept "zstd" etc. for convenience; store the enum.
-        object.__setattr__(self, "compression", Compression.parse(self.compression))
-        if not self.transactional_id:
-            raise ConfigError("transactional.id must be a non-empty string")
-        if not 1 <= self.max_in_flight <= 5:
-            raise ConfigError(
-                "max.in.flight.requests.per.connection must be between 1 and 5 "
-                f"(idempotence), got {self.max_in_flight}"
-            )
-        if self.transaction_version not in (0, 1, 2):
-            raise ConfigError(
-                f"transaction.version must be 0, 1 or 2, got {self.transaction_version}"
-            )
-        mode = str(self.two_phase_commit).lower()
-        if mode not in _TWO_PHASE_MODES:
-            raise ConfigError(
-                f"{TWO_PHASE_COMMIT_OPTION} must be true, false or auto, "
-                f"got {self.two_phase_commit!r}"
-            )
-        object.__setattr__(self, "two_phase_commit", mode)
-        for name in ("transaction_timeout_ms", "batch_size", "max_request_size"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | int]) -> ProducerConfig:
-        """Build from Kafka option names (``bootstrap.servers``, ``batch.size``, ...).
-
-        Raises
-        ------
-        ConfigError
-            For an unknown option or a value of the wrong type.
-        """
-        kwargs: dict[str, Any] = {}
-        types = {f.name: f.type for f in fields(cls)}
-        security = {k: str(v) for k, v in options.items() if k in SECURITY_OPTIONS}
-        if security:
-            kwargs["security"] = SecurityConfig.from_options(security)
-        for key, raw in options.items():
-            if key in SECURITY_OPTIONS:
-                continue
-            attr = _OPTION_NAMES.get(key)
-            if attr is None:
-                raise ConfigError(f"unknown producer option {key!r}")
-            if attr == "compression":
-                kwargs[attr] = Compression.parse(str(raw))
-            elif types[attr] in ("int", int):
-                try:
-                    kwargs[attr] = int(raw)
-                except ValueError:
-                    raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
-            else:
-                kwargs[attr] = str(raw)
-        return cls(**kwargs)
-
-    def connection_config(self) -> ConnectionConfig:
-        """Socket options derived from this config."""
-        return ConnectionConfig(
-            client_id=self.client_id,
-            request_timeout_s=self.request_timeout_ms / 1000,
-            reconnect_backoff_s=self.retry_backoff_ms / 1000,
-            reconnect_backoff_max_s=self.retry_backoff_max_ms / 1000,
-            max_in_flight=self.max_in_flight,
-            security=self.security,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedTransaction:
-    """What a process needs to end a transaction it did not produce."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    transaction_version: int
-
-
-@dataclass(eq=False)
-class _Batch:
-    tp: tuple[str, int]
-    data: bytes
-    count: int
-    sequence: int
-    created: float
-    generation: int = -1
-    acked: bool = False
-    base_offset: int = -1
-
-
-@dataclass(eq=False)
-class _Partition:
-    tp: tuple[str, int]
-    next_sequence: int = 0
-    queue: collections.deque[_Batch] = field(default_factory=collections.deque)
-    inflight: collections.deque[_Batch] = field(default_factory=collections.deque)
-    outstanding: int = 0
-    generation: int = 0
-    retry_at: float = 0.0
-    backoff: float = 0.0
-    blocked: bool = False  # a retry waits for outstanding sends to drain
-    # Until the broker acknowledged one batch of this epoch, it has no producer state
-    # for us on this partition and would accept any sequence number; a pipelined second
-    # batch could then be appended before a failed first one. So: one in flight.
-    acknowledged: bool = False
-    # Rows waiting for linger.ms / batch.size, not yet encoded (no sequence numbers).
-    lingering: list[RecordColumns] = field(default_factory=list)
-    lingering_bytes: int = 0
-    linger_since: float = 0.0
-
-
-def _timeout(ms: int) -> timedelta:
-    return timedelta(milliseconds=ms)
 
 
 class TransactionalProducer:
@@ -372,15 +140,10 @@ class TransactionalProducer:
         # KIP-939 in effect for this producer's transactions (decided by InitProducerId).
         self.two_phase_commit = False
         self._two_phase_decided = False
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._state = TransactionState.UNINITIALIZED
+        self._sender = Sender(config, self.cluster)
         self._in_txn: set[tuple[str, int]] = set()
-        self._txn_open = False
         self._offsets_added = False
-        self._error: KafkaTxnError | None = None
-        # connection -> {correlation id: batches in that request}
-        self._requests: dict[Connection, dict[int, list[_Batch]]] = {}
-        self.records_sent = 0
-        self.batches_sent = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -400,6 +163,47 @@ class TransactionalProducer:
         """The transactional id."""
         return self.config.transactional_id
 
+    @property
+    def state(self) -> TransactionState:
+        """Where the producer stands (see :mod:`~pyspark_kafka_txn.client.txn_state`)."""
+        self._note_failure("state")
+        return self._state
+
+    @property
+    def records_sent(self) -> int:
+        """Records the brokers acknowledged."""
+        return self._sender.records_sent
+
+    @property
+    def batches_sent(self) -> int:
+        """Record batches the brokers acknowledged."""
+        return self._sender.batches_sent
+
+    def _move(self, target: TransactionState, call: str) -> None:
+        check_move(self._state, target, call)
+        self._state = target
+
+    def _require(self, call: str) -> None:
+        """Raise unless ``call`` may be made now.
+
+        A batch of the open transaction that failed since the last call moves it to
+        ABORTABLE_ERROR or FATAL_ERROR, and the calls that need the transaction raise that
+        failure (its cause) rather than the state's.
+        """
+        failure = self._note_failure(call)
+        if failure is not None and call in _RAISE_FAILURE.get(self._state, ()):
+            raise failure
+        check_call(self._state, call)
+
+    def _note_failure(self, call: str) -> KafkaTxnError | None:
+        """Move an open transaction whose batch failed to its error state; return the failure."""
+        failure = self._sender.error
+        if failure is not None and self._state is TransactionState.IN_TRANSACTION:
+            fatal = isinstance(failure, TransactionError) and not failure.requires_abort
+            failed = TransactionState.FATAL_ERROR if fatal else TransactionState.ABORTABLE_ERROR
+            self._move(failed, call)
+        return failure
+
     def _coordinator_call(self, what: str, call: Any) -> Any:
         return self.cluster.coordinator_call(TRANSACTION, self.transactional_id, what, call)
 
@@ -409,6 +213,7 @@ class TransactionalProducer:
         An open transaction of an earlier producer is aborted by the coordinator
         (answered with CONCURRENT_TRANSACTIONS until done, which is retried here).
         """
+        self._require("init_transactions")
         return self._init_producer_id(-1, -1)
 
     def _init_producer_id(self, expected_id: int, expected_epoch: int) -> tuple[int, int]:
@@ -424,7 +229,7 @@ class TransactionalProducer:
                 INIT_PRODUCER_ID,
                 version,
                 transactional_id=self.transactional_id,
-                transaction_timeout=_timeout(self.config.transaction_timeout_ms),
+                transaction_timeout=timedelta(milliseconds=self.config.transaction_timeout_ms),
                 producer_id=expected_id,
                 producer_epoch=expected_epoch,
                 enable2_pc=two_phase,
@@ -467,9 +272,9 @@ class TransactionalProducer:
             return int(body.producer_id), int(body.producer_epoch)
 
         self.producer_id, self.producer_epoch = self._coordinator_call("InitProducerId", call)
-        self._reset_sequences()
-        self._error = None
-        self._txn_open = False
+        self._sender.restart(self.producer_id, self.producer_epoch, self.transaction_version)
+        self._sender.error = None
+        self._move(TransactionState.READY, "init_transactions")
         log.info(
             "producer %r: id %d epoch %d (transaction version %d, two-phase commit %s)",
             self.transactional_id,
@@ -508,31 +313,18 @@ class TransactionalProducer:
         self.two_phase_commit = two_phase
         self._two_phase_decided = True
 
-    def _reset_sequences(self) -> None:
-        self._partitions.clear()
-        self._requests.clear()
-
     def begin_transaction(self) -> None:
         """Start a transaction (local state only, like the Java client)."""
-        if self.producer_id < 0:
-            raise TransactionError(ErrorCode.invalid_txn_state, "init_transactions() first")
-        if self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "a transaction is already open")
-        self._txn_open = True
+        self._require("begin_transaction")
+        self._move(TransactionState.IN_TRANSACTION, "begin_transaction")
         self._in_txn.clear()
-        self._error = None
-
-    def _require_txn(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if not self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "begin_transaction() first")
+        self._sender.error = None
 
     # -- partitions --------------------------------------------------------------------
 
     def add_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         """AddPartitionsToTxn for partitions not yet in the transaction (TV1 only)."""
-        self._require_txn()
+        self._require("add_partitions")
         new = sorted(set(tps) - self._in_txn)
         if not new:
             return
@@ -616,13 +408,20 @@ class TransactionalProducer:
         :meth:`flush` (also called by :meth:`prepare` / :meth:`commit_transaction`) waits
         for every acknowledgement. Returns the number of records queued.
         """
-        self._require_txn()
+        self._require("produce")
         records = RecordColumns.from_arrow(values, keys, timestamps=timestamps, headers=headers)
         n = len(records)
         if n == 0:
             return 0
         info = self.cluster.topic(topic)
-        target = self._partition_column(records, partitions, info.partitions, topic)
+        target = choose_partitions(
+            records.keys,
+            records.values,
+            partitions,
+            info.partitions,
+            topic,
+            batch_size=self.config.batch_size,
+        )
         order = np.argsort(target, kind="stable")
         sorted_target = target[order]
         cuts = np.flatnonzero(np.diff(sorted_target)) + 1
@@ -631,324 +430,19 @@ class TransactionalProducer:
         self.add_partitions(tps)
         now = time.monotonic()
         for tp, rows in zip(tps, groups, strict=True):
-            part = self._partition(tp)
             if len(rows) == n:
                 subset = records
             elif int(rows[-1]) - int(rows[0]) + 1 == len(rows):  # contiguous (sticky)
                 subset = records.slice(int(rows[0]), len(rows))
             else:
                 subset = records.take(rows)
-            if self.config.linger_ms <= 0:
-                self._encode(part, subset, now)
-                continue
-            if not part.lingering:
-                part.linger_since = now
-            part.lingering.append(subset)
-            part.lingering_bytes += subset.approximate_bytes()
-            if part.lingering_bytes >= self.config.batch_size:
-                self._drain(part, now)
-        if self.config.linger_ms > 0:
-            expired = now - self.config.linger_ms / 1000
-            for part in self._partitions.values():
-                if part.lingering and part.linger_since <= expired:
-                    self._drain(part, now)
-        self._pump(block=False)
+            self._sender.append(tp, subset, now)
+        self._sender.send(now)
         return n
-
-    def _encode(self, part: _Partition, records: RecordColumns, now: float) -> None:
-        """Encode ``records`` into batches with the partition's next sequence numbers."""
-        try:
-            encoded = encode_batches(
-                records,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=part.next_sequence,
-                transactional=True,
-                compression=self.config.compression,
-                batch_size=self.config.batch_size,
-                max_batch_bytes=self.config.max_request_size,
-            )
-        except RecordTooLargeError as exc:
-            raise RecordTooLargeError(f"{part.tp[0]}-{part.tp[1]}: {exc}") from None
-        for enc in encoded:
-            part.queue.append(_Batch(part.tp, enc.data, enc.record_count, enc.base_sequence, now))
-            part.next_sequence = (part.next_sequence + enc.record_count) & 0x7FFFFFFF
-
-    def _drain(self, part: _Partition, now: float) -> None:
-        """Encode the rows lingering for ``part`` (``linger.ms`` > 0)."""
-        pending, part.lingering, part.lingering_bytes = part.lingering, [], 0
-        if pending:
-            self._encode(part, RecordColumns.concat(pending), now)
-
-    def _drain_all(self) -> None:
-        now = time.monotonic()
-        for part in self._partitions.values():
-            self._drain(part, now)
-
-    def _partition_column(
-        self,
-        records: RecordColumns,
-        partitions: pa.Array | pa.ChunkedArray | int | None,
-        count: int,
-        topic: str,
-    ) -> npt.NDArray[np.int64]:
-        n = len(records)
-        if isinstance(partitions, int):
-            chosen = np.full(n, partitions, dtype=np.int64)
-            explicit = np.ones(n, dtype=bool)
-        elif partitions is not None:
-            arr = (
-                partitions.combine_chunks()
-                if isinstance(partitions, pa.ChunkedArray)
-                else partitions
-            )
-            given = arr.cast(pa.int64())
-            lowest = pc.min(given).as_py()
-            if lowest is not None and lowest < 0:
-                raise ConfigError(
-                    f"partition {lowest} of a record for {topic!r} is negative: a record's "
-                    f"partition must be null or 0..{count - 1}"
-                )
-            chosen = np.asarray(pc.fill_null(given, -1).to_numpy(), dtype=np.int64)
-            explicit = chosen >= 0
-        else:
-            chosen = np.full(n, -1, dtype=np.int64)
-            explicit = np.zeros(n, dtype=bool)
-        if explicit.any() and int(chosen[explicit].max()) >= count:
-            raise ConfigError(
-                f"partition {int(chosen[explicit].max())} does not exist in {topic!r} "
-                f"({count} partitions)"
-            )
-        if not explicit.all():
-            sizes = (
-                np.asarray(
-                    pc.fill_null(pc.binary_length(records.values), 0).to_numpy(
-                        zero_copy_only=False
-                    ),
-                    dtype=np.int64,
-                )
-                + 16
-            )
-            auto = partition_for(records.keys, sizes, count, batch_size=self.config.batch_size)
-            chosen = np.where(explicit, chosen, auto)
-        return chosen
-
-    def _partition(self, tp: tuple[str, int]) -> _Partition:
-        part = self._partitions.get(tp)
-        if part is None:
-            part = self._partitions[tp] = _Partition(tp)
-        return part
 
     def flush(self) -> None:
         """Wait until every queued batch is acknowledged (or raise its error)."""
-        if self._error is None:
-            self._drain_all()
-        self._pump(block=True)
-        if self._error is not None:
-            raise self._error
-
-    # -- the send/receive loop ---------------------------------------------------------
-
-    def _pump(self, *, block: bool) -> None:
-        """Send what the windows allow; receive responses while blocked.
-
-        With ``block=False`` returns once every queued batch is on the wire (or waits
-        for a retry back-off); with ``block=True`` returns when every batch is
-        acknowledged or an error is recorded.
-        """
-        while self._error is None:
-            if self._send_ready():
-                continue
-            now = time.monotonic()
-            waiting = [p for p in self._partitions.values() if p.queue]
-            if not block and not any(p.retry_at <= now for p in waiting):
-                return
-            busy = [c for c, reqs in self._requests.items() if reqs]
-            if busy:
-                conn = busy[0]
-                self._receive(conn, next(iter(self._requests[conn])))
-            elif waiting:
-                wake = min(p.retry_at for p in waiting)
-                time.sleep(min(max(0.0, wake - now), 0.5))
-            else:
-                return
-
-    def _send_ready(self) -> bool:
-        """Send one request per leader with the head batch of each ready partition."""
-        now = time.monotonic()
-        by_leader: dict[int, list[_Partition]] = collections.defaultdict(list)
-        for part in self._partitions.values():
-            while part.queue and part.queue[0].acked:
-                part.queue.popleft()
-            if not part.queue or part.retry_at > now:
-                continue
-            if part.blocked:
-                if part.outstanding:
-                    continue
-                part.blocked = False
-            window = self.config.max_in_flight if part.acknowledged else 1
-            if part.outstanding >= window:
-                continue
-            try:
-                leader = self.cluster.topic(part.tp[0]).leaders[part.tp[1]]
-            except KafkaTxnError as exc:
-                self._fail_batch(part.queue[0], exc)
-                return False
-            by_leader[leader].append(part)
-        sent = False
-        for leader, parts in by_leader.items():
-            try:
-                conn = self.cluster.connection(leader)
-            except KafkaConnectionError as exc:
-                for part in parts:
-                    self._retry(part, exc, stale_metadata=True)
-                continue
-            reqs = self._requests.setdefault(conn, {})
-            if len(reqs) >= self.config.max_in_flight:
-                continue
-            batches = [part.queue.popleft() for part in parts]
-            try:
-                cid = self._send_produce(conn, batches)
-            except KafkaConnectionError as exc:
-                for part, batch in zip(parts, batches, strict=True):
-                    part.queue.appendleft(batch)
-                self._connection_lost(conn, exc)
-                continue
-            for part, batch in zip(parts, batches, strict=True):
-                batch.generation = part.generation
-                part.inflight.append(batch)
-                part.outstanding += 1
-            reqs[cid] = batches
-            sent = True
-        return sent
-
-    def _send_produce(self, conn: Connection, batches: list[_Batch]) -> int:
-        top = 12 if self.transaction_version >= 2 else 11
-        version = conn.version(PRODUCE, 3, top)
-        mod = load_payload_module(PRODUCE, version, EntityType.request)
-        by_topic: dict[str, list[Any]] = collections.defaultdict(list)
-        for batch in batches:
-            by_topic[batch.tp[0]].append(
-                mod.PartitionProduceData(index=batch.tp[1], records=batch.data)
-            )
-        topic_data = tuple(
-            mod.TopicProduceData(name=name, partition_data=tuple(parts))
-            for name, parts in by_topic.items()
-        )
-        return conn.send(
-            PRODUCE,
-            version,
-            transactional_id=self.transactional_id,
-            acks=-1,
-            timeout=_timeout(self.config.request_timeout_ms),
-            topic_data=topic_data,
-        )
-
-    def _receive(self, conn: Connection, cid: int) -> None:
-        batches = self._requests[conn][cid]
-        try:
-            body = conn.receive(cid)
-        except KafkaConnectionError as exc:
-            self._connection_lost(conn, exc)
-            return
-        del self._requests[conn][cid]
-        results: dict[tuple[str, int], Any] = {}
-        for topic in body.responses:
-            for res in topic.partition_responses:
-                results[(str(topic.name), int(res.index))] = res
-        for batch in batches:
-            part = self._partitions.get(batch.tp)
-            if part is None:  # producer re-initialised meanwhile
-                continue
-            part.outstanding -= 1
-            res = results.get(batch.tp)
-            code = ErrorCode.unknown_server_error if res is None else res.error_code
-            if res is not None and code == ErrorCode.none:
-                self._ack(part, batch, int(res.base_offset))
-            elif batch.generation != part.generation or batch.acked:
-                continue  # already scheduled for resend by an earlier failure
-            elif code == ErrorCode.out_of_order_sequence_number and not self._is_first_unacked(
-                part, batch
-            ):
-                self._retry(part, BrokerError(code, "produce"), stale_metadata=False)
-            else:
-                context = f"Produce to {batch.tp[0]}-{batch.tp[1]}"
-                if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-                    context += (
-                        f": a batch of {batch.count} record(s), {len(batch.data)} bytes, is "
-                        "above the topic's max.message.bytes (lower batch.size below it, or "
-                        "raise the topic's limit for records this large)"
-                    )
-                needs = {
-                    RESOURCE_TRANSACTIONAL_ID: ("WRITE", self.transactional_id),
-                    RESOURCE_TOPIC: ("WRITE", batch.tp[0]),
-                }
-                try:
-                    check(code, context, needs)
-                except BrokerError as exc:
-                    if exc.retriable:
-                        self._retry(part, exc, stale_metadata=code in _METADATA_STALE)
-                    else:
-                        self._fail_batch(batch, exc)
-
-    @staticmethod
-    def _is_first_unacked(part: _Partition, batch: _Batch) -> bool:
-        for other in part.inflight:
-            if not other.acked:
-                return other is batch
-        return True
-
-    def _ack(self, part: _Partition, batch: _Batch, offset: int) -> None:
-        if batch.acked:
-            return
-        batch.acked = True
-        batch.base_offset = offset
-        part.acknowledged = True
-        self.records_sent += batch.count
-        self.batches_sent += 1
-        if batch in part.inflight:
-            part.inflight.remove(batch)
-        part.backoff = 0.0
-
-    def _retry(self, part: _Partition, exc: KafkaTxnError, *, stale_metadata: bool) -> None:
-        """Resend every unacknowledged batch of ``part``, unchanged, after back-off."""
-        now = time.monotonic()
-        oldest = min((b.created for b in (*part.inflight, *part.queue) if not b.acked), default=now)
-        if now - oldest > self.config.delivery_timeout_ms / 1000:
-            self._error = TransactionError(
-                ErrorCode.request_timed_out,
-                f"delivery to {part.tp[0]}-{part.tp[1]} timed out; last error: {exc}",
-            )
-            return
-        log.info("retrying %s-%s after %s", part.tp[0], part.tp[1], exc)
-        if stale_metadata:
-            self.cluster.invalidate_topic(part.tp[0])
-        part.generation += 1
-        unacked = [b for b in part.inflight if not b.acked]
-        part.inflight.clear()
-        part.queue.extendleft(reversed(unacked))
-        part.blocked = True
-        base = self.config.retry_backoff_ms / 1000
-        part.backoff = min(max(base, part.backoff * 2), self.config.retry_backoff_max_ms / 1000)
-        part.retry_at = now + part.backoff
-
-    def _fail_batch(self, batch: _Batch, exc: KafkaTxnError) -> None:
-        log.warning("batch to %s-%s failed: %s", batch.tp[0], batch.tp[1], exc)
-        if self._error is None:
-            self._error = exc
-
-    def _connection_lost(self, conn: Connection, exc: KafkaConnectionError) -> None:
-        lost = self._requests.pop(conn, {})
-        affected: dict[tuple[str, int], _Partition] = {}
-        for batches in lost.values():
-            for batch in batches:
-                part = self._partitions.get(batch.tp)
-                if part is None:
-                    continue
-                part.outstanding -= 1
-                affected[batch.tp] = part
-        for part in affected.values():
-            self._retry(part, exc, stale_metadata=True)
+        self._sender.flush()
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -963,7 +457,7 @@ class TransactionalProducer:
         TV1: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to the
         group coordinator. TV2: TxnOffsetCommit v5 adds the group implicitly.
         """
-        self._require_txn()
+        self._require("send_offsets_to_transaction")
         if self.transaction_version < 2:
 
             def add(conn: Connection) -> None:
@@ -1049,207 +543,67 @@ class TransactionalProducer:
 
     def prepare(self) -> PreparedTransaction:
         """Flush and leave the transaction open; return what ends it elsewhere."""
-        self._require_txn()
+        self._require("prepare")
         self.flush()
-        self._txn_open = False
+        self._move(TransactionState.PREPARED, "prepare")
         return PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
 
     def commit_transaction(self) -> None:
         """Flush, then EndTxn(commit)."""
-        self._require_txn()
+        self._require("commit_transaction")
         self.flush()
-        self._end(commit=True)
+        self._end("commit_transaction", commit=True)
 
     def abort_transaction(self) -> None:
         """Drop unsent batches, wait for in-flight ones, then EndTxn(abort)."""
-        if not self._txn_open:
-            raise TransactionError(ErrorCode.invalid_txn_state, "no open transaction")
-        if isinstance(self._error, TransactionError) and not self._error.requires_abort:
-            raise self._error
-        # Batches that failed or were never sent leave gaps in the sequence numbers
-        # (and a batch whose ack was lost may still be in the log), so after such an
-        # abort the epoch is bumped (KIP-360), which restarts every sequence at 0.
-        gaps = self._error is not None or any(
-            b for p in self._partitions.values() for b in (*p.queue, *p.inflight) if not b.acked
-        )
-        for part in self._partitions.values():
-            part.queue.clear()
-            part.lingering, part.lingering_bytes = [], 0
-        self._error = None
+        self._require("abort_transaction")
+        self._move(TransactionState.ABORTING, "abort_transaction")
         try:
-            self._pump(block=True)
-        finally:
-            self._error = None
+            gaps = self._sender.discard()
+        except BaseException:
+            self._move(TransactionState.IN_TRANSACTION, "abort_transaction")
+            raise
         before = (self.producer_id, self.producer_epoch)
-        self._end(commit=False)
+        self._end("abort_transaction", commit=False)
         # A TV2 end already bumped the epoch, or moved to a new producer id when the epoch
         # was exhausted (whose first epoch may equal the old one, so compare both).
         if gaps and (self.producer_id, self.producer_epoch) == before:
             self._init_producer_id(self.producer_id, self.producer_epoch)
 
-    def _end(self, *, commit: bool) -> None:
+    def _end(self, call: str, *, commit: bool) -> None:
+        """EndTxn of the open transaction: COMMITTING / ABORTING, then READY.
+
+        If the EndTxn fails the transaction stays open (IN_TRANSACTION), so it can be
+        aborted.
+        """
+        if commit:
+            self._move(TransactionState.COMMITTING, call)
         handle = PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
         added = bool(self._in_txn or self._offsets_added)
-        if added or self.transaction_version < 2:
-            try:
-                pid, epoch = end_transaction(self.cluster, handle, commit=commit)
-            except TransactionError as exc:
-                # TV1 (the coordinator may hold partitions whose add we never saw answered):
-                # an abort refused because the coordinator has no transaction open (e.g.
-                # the only AddPartitionsToTxn was refused by an ACL) has nothing to abort.
-                if commit or added or exc.code != ErrorCode.invalid_txn_state:
-                    raise
-                pid, epoch = self.producer_id, self.producer_epoch
-        else:
-            pid, epoch = self.producer_id, self.producer_epoch  # nothing was added
-        self._txn_open = False
+        try:
+            if added or self.transaction_version < 2:
+                try:
+                    pid, epoch = end_transaction(self.cluster, handle, commit=commit)
+                except TransactionError as exc:
+                    # TV1 (the coordinator may hold partitions whose add we never saw
+                    # answered): an abort refused because the coordinator has no
+                    # transaction open (e.g. the only AddPartitionsToTxn was refused by an
+                    # ACL) has nothing to abort.
+                    if commit or added or exc.code != ErrorCode.invalid_txn_state:
+                        raise
+                    pid, epoch = self.producer_id, self.producer_epoch
+            else:
+                pid, epoch = self.producer_id, self.producer_epoch  # nothing was added
+        except BaseException:
+            self._move(TransactionState.IN_TRANSACTION, call)
+            raise
+        self._move(TransactionState.READY, call)
         self._in_txn.clear()
         self._offsets_added = False
         if (pid, epoch) != (self.producer_id, self.producer_epoch):
             self.producer_id, self.producer_epoch = pid, epoch
-            self._reset_sequences()
-
-
-def end_transaction(
-    cluster: ClusterClient | str,
-    transaction: PreparedTransaction,
-    *,
-    commit: bool,
-    config: ConnectionConfig | None = None,
-    retry_timeout_s: float = 60.0,
-) -> tuple[int, int]:
-    """EndTxn for a transaction prepared by any process; idempotent under retry.
-
-    Parameters
-    ----------
-    cluster
-        A :class:`ClusterClient` or a bootstrap server list.
-    transaction
-        ``(transactional_id, producer_id, producer_epoch, transaction_version)``.
-    commit
-        Commit (True) or abort (False).
-
-    Returns
-    -------
-    tuple[int, int]
-        ``(producer_id, epoch)`` valid after the call (TV2 bumps the epoch).
-
-    Raises
-    ------
-    ProducerFencedError
-        If a newer producer (or a transaction timeout) fenced this epoch.
-    TransactionError
-        If the transaction is in a state where this end is not possible, e.g. it was
-        already ended the other way (INVALID_TXN_STATE).
-    """
-    own = isinstance(cluster, str)
-    client = (
-        ClusterClient(cluster, config or ConnectionConfig(), retry_timeout_s)
-        if isinstance(cluster, str)
-        else cluster
-    )
-    tid = transaction.transactional_id
-    tv2 = transaction.transaction_version >= 2
-    epoch = transaction.producer_epoch
-
-    def call(conn: Connection) -> tuple[int, int]:
-        version = conn.version(END_TXN, 0, 5 if tv2 else 4)
-        body = conn.request(
-            END_TXN,
-            version,
-            transactional_id=tid,
-            producer_id=transaction.producer_id,
-            producer_epoch=epoch,
-            committed=commit,
-        )
-        check(
-            body.error_code,
-            f"EndTxn({tid!r}, commit={commit})",
-            {RESOURCE_TRANSACTIONAL_ID: ("WRITE", tid)},
-        )
-        if version >= 5:
-            return int(body.producer_id), int(body.producer_epoch)
-        return transaction.producer_id, epoch
-
-    # A retry after a lost response is safe: TV1 answers NONE in CompleteCommit /
-    # CompleteAbort; TV2 recognises the old epoch as "epoch - 1" of a completed end.
-    try:
-        result: tuple[int, int] = client.coordinator_call(TRANSACTION, tid, "EndTxn", call)
-    finally:
-        if own:
-            client.close()
-    log.info("EndTxn(%r, commit=%s) -> %s", tid, commit, result)
-    return result
-
-
-def end_transactions(
-    cluster: ClusterClient,
-    transactions: Iterable[PreparedTransaction],
-    *,
-    commit: bool,
-) -> dict[str, tuple[int, int] | KafkaTxnError]:
-    """End many prepared transactions, pipelining the EndTxn requests per coordinator.
-
-    The driver's ``commit()`` / ``abort()`` of a micro-batch: one round trip per
-    coordinator in the common case; a transaction whose first attempt fails is retried
-    on its own with :func:`end_transaction` (same retry rules).
-
-    Returns
-    -------
-    dict
-        transactional id -> ``(producer_id, epoch)`` after the end, or the exception that
-        ended it (e.g. :class:`ProducerFencedError`); nothing is raised for one
-        transaction's failure, so the caller sees every outcome.
-    """
-    handles = list(transactions)
-    results: dict[str, tuple[int, int] | KafkaTxnError] = {}
-    sent: list[tuple[PreparedTransaction, Connection, int, int]] = []
-    try:  # one FindCoordinator for all ids, not one round trip per id behind the EndTxns
-        cluster.find_coordinators(TRANSACTION, (h.transactional_id for h in handles))
-    except KafkaTxnError as exc:
-        log.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
-    for handle in handles:
-        tid = handle.transactional_id
-        try:
-            conn = cluster.coordinator(TRANSACTION, tid)
-            version = conn.version(END_TXN, 0, 5 if handle.transaction_version >= 2 else 4)
-            cid = conn.send(
-                END_TXN,
-                version,
-                transactional_id=tid,
-                producer_id=handle.producer_id,
-                producer_epoch=handle.producer_epoch,
-                committed=commit,
-            )
-        except KafkaTxnError:
-            continue  # retried below
-        sent.append((handle, conn, cid, version))
-    for handle, conn, cid, version in sent:
-        try:
-            body = conn.receive(cid)
-            check(
-                body.error_code,
-                f"EndTxn({handle.transactional_id!r}, commit={commit})",
-                {RESOURCE_TRANSACTIONAL_ID: ("WRITE", handle.transactional_id)},
-            )
-        except (ProducerFencedError, TransactionError, AuthorizationError) as exc:
-            results[handle.transactional_id] = exc
-            continue
-        except KafkaTxnError:
-            continue  # retriable or connection trouble: retried below
-        if version >= 5:
-            results[handle.transactional_id] = (int(body.producer_id), int(body.producer_epoch))
-        else:
-            results[handle.transactional_id] = (handle.producer_id, handle.producer_epoch)
-    for handle in handles:
-        if handle.transactional_id in results:
-            continue
-        try:
-            results[handle.transactional_id] = end_transaction(cluster, handle, commit=commit)
-        except KafkaTxnError as exc:
-            results[handle.transactional_id] = exc
-    return results
+            self._sender.restart(pid, epoch, self.transaction_version)

@@ -21,7 +21,6 @@ All record-level integers are zig-zag varints; length -1 encodes null.
 
 from __future__ import annotations
 
-import enum
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_kafka_txn.client.config import Compression
 from pyspark_kafka_txn.client.errors import ConfigError, RecordTooLargeError
 
 __all__ = [
@@ -58,29 +58,6 @@ U64 = npt.NDArray[np.uint64]
 # Smallest value needing k + 1 bytes, for k = 1..9.
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 I64 = npt.NDArray[np.int64]
-
-
-class Compression(enum.IntEnum):
-    """Codec ids of the batch attributes (bits 0-2)."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-    @classmethod
-    def parse(cls, name: str | Compression | None) -> Compression:
-        """Map a ``compression.type`` value (``none``/``gzip``/...) to the enum."""
-        if isinstance(name, Compression):
-            return name
-        key = (name or "none").strip().lower()
-        try:
-            return cls[key.upper()]
-        except KeyError:
-            raise ConfigError(
-                f"compression.type must be one of none, gzip, snappy, lz4, zstd; got {name!r}"
-            ) from None
 
 
 def compress(codec: Compression, data: bytes | memoryview) -> bytes:

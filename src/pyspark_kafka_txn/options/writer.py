@@ -19,7 +19,7 @@ from pyspark_kafka_txn.options.kafka import client_options
 from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
 if TYPE_CHECKING:
-    from pyspark_kafka_txn.client.producer import ProducerConfig
+    from pyspark_kafka_txn.client.config import ProducerConfig
     from pyspark_kafka_txn.client.security import SecurityConfig
 
 __all__ = [
@@ -175,7 +175,7 @@ class WriterOptions:
         timeout_ms
             The transaction timeout in effect (resolved on the driver).
         """
-        from pyspark_kafka_txn.client.producer import ProducerConfig
+        from pyspark_kafka_txn.client.config import ProducerConfig
 
         given: dict[str, str | int] = {
             "transaction.version": "0",
@@ -281,13 +281,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     try:
         written.producer_config(f"{prefix}check", timeout or DEFAULT_TRANSACTION_TIMEOUT_MS)
     except ConfigError as exc:
-        raise ConfigError(_with_prefix(str(exc))) from None
+        if exc.option in _PRODUCER_OPTIONS:  # name it as the user wrote it: kafka.…
+            raise exc.renamed(opts.spelled(f"kafka.{exc.option}")) from None
+        raise
     return written
-
-
-def _with_prefix(message: str) -> str:
-    """Name client option names in an error the way the user wrote them (``kafka.…``)."""
-    for key in sorted(_PRODUCER_OPTIONS, key=len, reverse=True):
-        if key in message and f"kafka.{key}" not in message:
-            return message.replace(key, f"kafka.{key}", 1)
-    return message

@@ -33,6 +33,9 @@ def imported_after(statement: str) -> set[str]:
         "import pyspark_kafka_txn.source",
         "from pyspark_kafka_txn import DefaultSource",
         "import pyspark_kafka_txn.reader",
+        "import pyspark_kafka_txn.reader.stream",
+        "import pyspark_kafka_txn.reader.batch",
+        "import pyspark_kafka_txn.reader.executor",
     ],
 )
 def test_reader_path_imports_no_protocol_or_broker_code(statement: str) -> None:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.errors import KafkaTxnError, StallTimeoutError
 from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
 from pyspark_kafka_txn.reader.common import KafkaInputPartition, not_authorized, report_data_loss
 from pyspark_kafka_txn.schema import arrow_schema
@@ -157,9 +157,10 @@ def read_range(
     DataLossError
         When the start offset was deleted or the partition vanished and
         ``failOnDataLoss`` is true.
-    TimeoutError
+    StallTimeoutError
         When the consumer made no progress for ``kafkaConsumer.pollTimeoutMs`` (and
-        ``failOnDataLoss`` is true; otherwise the rest of the range is skipped).
+        ``failOnDataLoss`` is true; otherwise the rest of the range is skipped). It is
+        also a :class:`TimeoutError`.
     """
     if partition.end <= partition.start:
         return
@@ -254,7 +255,7 @@ class _RangeReader:
             "(kafkaConsumer.pollTimeoutMs)"
         )
         if self.options.fail_on_data_loss:
-            raise TimeoutError(message)
+            raise StallTimeoutError(message)
         logger.warning("%s; skipping the rest of the range", message)
         self.done = True
 

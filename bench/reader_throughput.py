@@ -207,7 +207,8 @@ def _reader_worker(
     import pyarrow.compute as pc
 
     from pyspark_kafka_txn.options import parse_reader_options
-    from pyspark_kafka_txn.reader import KafkaInputPartition, read_range
+    from pyspark_kafka_txn.reader.common import KafkaInputPartition
+    from pyspark_kafka_txn.reader.executor import read_range
 
     options = parse_reader_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True
@@ -265,7 +266,7 @@ def _floor_source(counts: dict[int, int], value_size: int, key_size: int) -> Any
     """
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-    from pyspark_kafka_txn.reader import ARROW_BATCH_ROWS
+    from pyspark_kafka_txn.reader.executor import ARROW_BATCH_ROWS
     from pyspark_kafka_txn.schema import spark_schema
 
     class FloorReader(DataSourceStreamReader):

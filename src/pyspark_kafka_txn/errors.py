@@ -15,13 +15,23 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
     │   └── TransactionError           the transaction cannot continue as is
     │       └── ProducerFencedError    a newer producer owns the transactional id (fatal)
     ├── DataLossError                  (reader) offsets deleted or a partition vanished
+    ├── StallTimeoutError (TimeoutError) (reader) an executor's read made no progress for
+    │                                  kafkaConsumer.pollTimeoutMs
     ├── CommitFailedError              (writer) the driver could not commit every task's
     │                                  transaction of a batch; the restart rolls it forward
-    └── ConcurrentQueryError           (writer) another live query writes under the same
-                                       transactionalIdPrefix
+    ├── ConcurrentQueryError           (writer) another live query writes under the same
+    │                                  transactionalIdPrefix
+    └── TransactionNotAbortedError     (writer) an open transaction is still open after the
+                                       time allowed for ending it
 
 The protocol client's classes live in :mod:`pyspark_kafka_txn.client.errors` (the client
 must not import the rest of the package) and are re-exported here.
+:class:`~pyspark_kafka_txn.writer.lingering.TransactionNotAbortedError` is defined next to
+the code that raises it (:mod:`pyspark_kafka_txn.writer.lingering`, which imports the
+protocol client) and is not re-exported, so that importing this module stays cheap.
+
+A class that also derives from a built-in exception (``ValueError``, ``TimeoutError``) can
+be caught as either.
 """
 
 from __future__ import annotations
@@ -52,12 +62,21 @@ __all__ = [
     "ProducerFencedError",
     "ProtocolError",
     "RecordTooLargeError",
+    "StallTimeoutError",
     "TransactionError",
 ]
 
 
 class DataLossError(KafkaTxnError):
     """Offsets the query needs were deleted, or a topic or partition vanished."""
+
+
+class StallTimeoutError(KafkaTxnError, TimeoutError):
+    """A read made no progress for ``kafkaConsumer.pollTimeoutMs`` (``failOnDataLoss`` true).
+
+    Raised on an executor when the consumer's position stays put although the range is not
+    finished (e.g. its end is past the partition's end). Also a :class:`TimeoutError`.
+    """
 
 
 class CommitFailedError(KafkaTxnError):

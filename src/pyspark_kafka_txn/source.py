@@ -31,7 +31,8 @@ from pyspark.sql.types import StructType
 
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options import parse_reader_options
-from pyspark_kafka_txn.reader import KafkaBatchReader, KafkaStreamReader
+from pyspark_kafka_txn.reader.batch import KafkaBatchReader
+from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 
 __all__ = ["KafkaTxnDataSource"]

@@ -55,7 +55,8 @@ from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.options import parse_reader_options, parse_writer_options
-from pyspark_kafka_txn.reader import KafkaInputPartition, read_range
+from pyspark_kafka_txn.reader.common import KafkaInputPartition
+from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.sink import resolve_timeout

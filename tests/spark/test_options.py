@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from pyspark_kafka_txn.client.errors import ConfigError
+from pyspark_kafka_txn.errors import DataLossError
 from pyspark_kafka_txn.offsets import ORIGIN, OffsetRange, rate_limit, split_ranges
 from pyspark_kafka_txn.options import (
     Assign,
@@ -22,12 +23,9 @@ from pyspark_kafka_txn.options import (
     TopicPartition,
     parse_reader_options,
 )
-from pyspark_kafka_txn.reader import (
-    DataLossError,
-    KafkaInputPartition,
-    KafkaStreamReader,
-    read_range,
-)
+from pyspark_kafka_txn.reader.common import KafkaInputPartition
+from pyspark_kafka_txn.reader.executor import read_range
+from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, interleaved

@@ -16,15 +16,13 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
+from pyspark_kafka_txn.errors import StallTimeoutError
 from pyspark_kafka_txn.offsets import ORIGIN, from_json_dict, origin_of, to_json_dict
 from pyspark_kafka_txn.options import TopicPartition, parse_reader_options
-from pyspark_kafka_txn.reader import (
-    KafkaBatchReader,
-    KafkaInputPartition,
-    KafkaStreamReader,
-    _consumer_config,
-    read_range,
-)
+from pyspark_kafka_txn.reader.batch import KafkaBatchReader
+from pyspark_kafka_txn.reader.common import KafkaInputPartition
+from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
+from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from tests.broker.clients import txn_producer, watermarks
@@ -322,8 +320,15 @@ def test_poll_timeout_bounds_a_range_that_cannot_finish(
     began = time.monotonic()
     beyond = KafkaInputPartition(topic, 0, 3, 9)  # the log ends at 5
     if fail:
-        with pytest.raises(TimeoutError, match=r"kafkaConsumer\.pollTimeoutMs"):
+        with pytest.raises(TimeoutError, match=r"kafkaConsumer\.pollTimeoutMs") as raised:
             list(read_range(options, beyond, group_id="g"))
+        # The package's own class, still caught by ``except TimeoutError``.
+        assert type(raised.value) is StallTimeoutError
+        assert isinstance(raised.value, KafkaTxnError)
+        assert str(raised.value) == (
+            f"Cannot fetch records of {beyond.tp} beyond offset 5 (reading [3, 9)) in 500 "
+            "milliseconds (kafkaConsumer.pollTimeoutMs)"
+        )
     else:
         batches = list(read_range(options, beyond, group_id="g"))
         assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v0-3"]

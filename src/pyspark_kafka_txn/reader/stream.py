@@ -1,0 +1,209 @@
+"""The streaming reader of ``kafka_txn``: ``spark.readStream.format("kafka_txn")``.
+
+:class:`KafkaStreamReader` implements Spark's micro-batch source API: the initial offsets,
+the end of each micro-batch (the LSO or high watermark, capped by the ``ReadLimit`` and
+admitted by ``minOffsetsPerTrigger`` / ``maxTriggerDelay``), ``Trigger.AvailableNow``, new
+and vanished partitions, and the ``"@origin"`` record that lets a re-run of the first
+micro-batch read the same range. Offsets are Spark's checkpoint's; nothing is committed to
+Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from pyspark_kafka_txn.offsets import (
+    ORIGIN,
+    OffsetJson,
+    PartitionOffsets,
+    from_json_dict,
+    origin_of,
+    rate_limit,
+    to_json_dict,
+    with_origin,
+)
+from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.reader.common import report_data_loss
+from pyspark_kafka_txn.reader.planning import DriverMixin, LsoStallMonitor
+
+__all__ = ["KafkaStreamReader"]
+
+logger = logging.getLogger(__name__)
+
+
+class KafkaStreamReader(DriverMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("kafka_txn")``: LSO-bounded micro-batches.
+
+    Parameters
+    ----------
+    options
+        Validated options (``ending`` is ``None``).
+    """
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._client = None
+        self._query_uuid = uuid.uuid4().hex
+        self._latest: PartitionOffsets | None = None
+        self._available_now: PartitionOffsets | None = None
+        self._last_trigger_ms = 0.0
+        self._initial: OffsetJson | None = None
+        self._stalls = (
+            LsoStallMonitor(options.lso_stall_warn_ms)
+            if options.read_committed and options.lso_stall_warn_ms > 0
+            else None
+        )
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def initialOffset(self) -> OffsetJson:  # noqa: N802 - Spark's API name
+        """Resolve ``startingOffsets`` / ``startingOffsetsByTimestamp`` / ``startingTimestamp``.
+
+        Resolved once per reader: Spark asks again when it runs the first micro-batch.
+        """
+        if self._initial is None:
+            client = self._offsets()
+            tps = client.topic_partitions(at_start=True)
+            offsets = client.resolve(self.options.starting, tps, ending=False)
+            logger.info("Initial offsets: %s", to_json_dict(offsets))
+            self._initial = to_json_dict(offsets)
+        return dict(self._initial)
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's API name
+        """``maxOffsetsPerTrigger`` → ReadMaxRows; ``minOffsetsPerTrigger`` → ReadMinRows."""
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's API name
+        """Fix the end of an ``AvailableNow`` run at the current LSO / high watermark."""
+        client = self._offsets()
+        self._available_now = client.latest(client.topic_partitions())
+        logger.info("Trigger.AvailableNow target: %s", to_json_dict(self._available_now))
+
+    def latestOffset(  # noqa: N802 - Spark's API name
+        self, start: OffsetJson, limit: ReadLimit
+    ) -> OffsetJson:
+        """End of the next micro-batch: the LSO (or high watermark), capped by ``limit``.
+
+        The end of the query's first micro-batch (``start`` is what :meth:`initialOffset`
+        returned) records that batch's start under :data:`~pyspark_kafka_txn.offsets.ORIGIN`,
+        so that a re-run of the batch reads the same range (see :meth:`partitions`).
+        """
+        client = self._offsets()
+        first = ORIGIN not in start and self._initial is not None and start == self._initial
+        begin = from_json_dict(start)
+        current = client.topic_partitions()
+        for tp in sorted(set(begin) - current):
+            report_data_loss(
+                self.options.fail_on_data_loss,
+                f"Partition {tp} is gone (it was at offset {begin[tp]}).",
+            )
+            del begin[tp]
+        if self._available_now is not None:
+            latest = {tp: o for tp, o in self._available_now.items() if tp in current}
+            # A target below the start (fixed before a "latest" start was resolved): nothing.
+            latest.update({tp: max(o, begin.get(tp, o)) for tp, o in latest.items()})
+            latest.update({tp: o for tp, o in begin.items() if tp not in latest})
+        else:
+            latest = client.latest(current)
+            if self._stalls is not None:
+                self._stalls.observe(latest, client)
+        self._latest = dict(latest)
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            earliest = client.earliest(new)
+            logger.info("New partitions start at earliest: %s", to_json_dict(earliest))
+            from_offsets = {**begin, **earliest}
+        else:
+            from_offsets = begin
+        admitted = self._admit(limit, from_offsets, latest)
+        end = begin if admitted is None else admitted
+        if first:
+            # Spark runs the first batch even without new data, and a re-run of it gets a
+            # freshly resolved initial offset: keep the start this batch was planned with.
+            return with_origin(end, from_offsets)
+        if ORIGIN in start and end == from_json_dict(start):
+            return start  # nothing new: the same offset, so Spark plans no empty batch
+        return to_json_dict(end)
+
+    def _admit(
+        self,
+        limit: ReadLimit,
+        start: Mapping[TopicPartition, int],
+        latest: PartitionOffsets,
+    ) -> PartitionOffsets | None:
+        """Apply minOffsetsPerTrigger/maxTriggerDelay and maxOffsetsPerTrigger like Spark.
+
+        Returns ``None`` when the batch is delayed (not enough new offsets yet).
+        """
+        if isinstance(limit, ReadAllAvailable):
+            return latest
+        now_ms = time.time() * 1000
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is not None and self._available_now is None:
+            if now_ms - self._last_trigger_ms < self.options.max_trigger_delay_ms:
+                backlog = sum(latest[tp] - start.get(tp, latest[tp]) for tp in latest)
+                if backlog < minimum:
+                    logger.debug("Delaying the batch: %d < minOffsetsPerTrigger", backlog)
+                    return None
+            self._last_trigger_ms = now_ms
+        maximum = self.options.max_offsets_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            maximum = limit.max_rows
+        if maximum is not None:
+            return rate_limit(maximum, start, latest)
+        return latest
+
+    def reportLatestOffset(self) -> OffsetJson | None:  # noqa: N802 - Spark's API name
+        """The uncapped LSO (or high watermark) seen by the last ``latestOffset`` call."""
+        return None if self._latest is None else to_json_dict(self._latest)
+
+    def partitions(self, start: OffsetJson, end: OffsetJson) -> Sequence[InputPartition]:
+        """One task per topic-partition range (split by minPartitions/maxRecordsPerPartition,
+        packed by minRecordsPerPartition).
+
+        When ``end`` records an origin (the first micro-batch), the batch starts there,
+        not at ``start``: a re-run of a first batch whose commit was never written gets a
+        freshly resolved initial offset as ``start``, which differs from the original one
+        when new records arrived (``latest``), retention deleted records (``earliest``) or
+        partitions were added.
+        """
+        if start == end:
+            return []  # also Spark's probe on restart (setLatestSeenOffset)
+        origin = origin_of(end)
+        begin = from_json_dict(start)
+        if origin is not None:
+            if origin != begin:
+                logger.info(
+                    "First micro-batch planned from its recorded start %s (Spark gave %s)",
+                    to_json_dict(origin),
+                    to_json_dict(begin),
+                )
+            begin = origin
+        until = from_json_dict(end)
+        new = [tp for tp in until if tp not in begin]
+        if new:
+            begin.update(self._offsets().earliest(new))
+        return self._input_partitions(begin, until)
+
+    def commit(self, end: OffsetJson) -> None:
+        """Nothing to do: Spark's checkpoint owns the offsets; nothing is committed to Kafka."""
+
+    def stop(self) -> None:
+        """Drop the driver's Kafka handle."""
+        self._client = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,7 @@ from pyspark_kafka_txn.schema import arrow_schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ARROW_BATCH_ROWS", "read_range"]
+__all__ = ["ARROW_BATCH_ROWS", "read_range", "read_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,34 @@ def read_range(
         yield from reader.batches()
     finally:
         reader.close()
+
+
+def read_ranges(
+    options: ReaderOptions, partitions: Sequence[KafkaInputPartition], *, group_id: str
+) -> Iterator[pa.RecordBatch]:
+    """Read several ranges in one task (``minRecordsPerPartition``), one after the other.
+
+    Every range's consumer is created (and starts fetching in librdkafka's threads) before
+    the first range is read, so the connections and first fetches of the later ranges
+    overlap with the reading of the earlier ones instead of following it. The ranges are
+    small by construction (packed up to the option's size), so prefetching all of them
+    at once is bounded.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        The batches of each range in turn (see :func:`read_range`).
+    """
+    readers: list[_RangeReader] = []
+    try:
+        for partition in partitions:
+            if partition.end > partition.start:
+                readers.append(_RangeReader(options, partition, group_id))
+        for reader in readers:
+            yield from reader.batches()
+    finally:
+        for reader in readers:
+            reader.close()
 
 
 class _RangeReader:

@@ -57,7 +57,7 @@ from pyspark_kafka_txn.reader.common import (
     not_authorized,
     report_data_loss,
 )
-from pyspark_kafka_txn.reader.executor import read_range
+from pyspark_kafka_txn.reader.executor import read_range, read_ranges
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -455,11 +455,7 @@ class DriverMixin:
         """Read one planned task on an executor: its range or ranges (see :func:`read_range`)."""
         group_id = self._executor_group_id
         if isinstance(partition, KafkaInputPartitions):
-            return (
-                batch
-                for one in partition.ranges
-                for batch in read_range(self.options, one, group_id=group_id)
-            )
+            return read_ranges(self.options, partition.ranges, group_id=group_id)
         if not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark plans one placeholder partition when there is nothing
         return read_range(self.options, partition, group_id=group_id)

@@ -27,7 +27,8 @@ Example::
 
     .venv/bin/python bench/latency.py                                  # about 4 minutes
     .venv/bin/python bench/latency.py --rates 1000 --modes exactly_once --duration 60
-    .venv/bin/python bench/latency.py --plot docs/img/latency.png
+    .venv/bin/python bench/latency.py --also-option minRecordsPerPartition=20000 \
+        --plot docs/img/latency.png      # every Spark mode without and with the option
 
 This is a benchmark, not a test: it checks that every record produced during the run
 reached the output exactly once (read_committed), and reports what it measured.
@@ -79,6 +80,8 @@ class Run:
 
     mode: str
     rate: int
+    #: The reader options of the run (``--option``, ``--also-option``), for the report.
+    variant: str = ""
     latencies_ms: list[float] = field(default_factory=list)
     phases: dict[str, list[float]] = field(default_factory=dict)
     batch_rows: list[int] = field(default_factory=list)
@@ -185,7 +188,15 @@ def spark_session() -> Any:
     return spark
 
 
-def start_query(spark: Any, bootstrap: str, source: str, sink: str, mode: str, args: Any) -> Any:
+def start_query(
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    mode: str,
+    options: dict[str, str],
+    args: Any,
+) -> Any:
     """``kafka_txn`` → ``kafka_txn`` with ``deliveryGuarantee=mode``, started."""
     checkpoint = tempfile.mkdtemp(prefix="bench-latency-ckpt-")
     df = (
@@ -193,7 +204,7 @@ def start_query(spark: Any, bootstrap: str, source: str, sink: str, mode: str, a
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "latest")
-        .options(**args.reader_options)
+        .options(**options)
         .load()
         .select("key", "value")
     )
@@ -286,17 +297,20 @@ def create_topics(bootstrap: str, partitions: int) -> tuple[str, str]:
     return source, sink
 
 
-def measure(spark: Any, bootstrap: str, mode: str, rate: int, args: Any) -> Run:
+def measure(
+    spark: Any, bootstrap: str, mode: str, rate: int, options: dict[str, str], args: Any
+) -> Run:
     """Run ``mode`` at ``rate``: warm up, measure, drain, check exactly once."""
     source, sink = create_topics(bootstrap, args.partitions)
-    run = Run(mode, rate)
+    variant = " ".join(f"{k}={v}" for k, v in options.items())
+    run = Run(mode, rate, "" if mode == CONFLUENT else variant)
     query = loop = None
     if mode == CONFLUENT:
         loop = ConfluentLoop(bootstrap, source, sink, args)
         loop.start()
         loop.ready.wait(60)
     else:
-        query = start_query(spark, bootstrap, source, sink, mode, args)
+        query = start_query(spark, bootstrap, source, sink, mode, options, args)
         deadline = time.monotonic() + 120
         while query.lastProgress is None:  # the query resolved its start offsets
             if time.monotonic() > deadline:
@@ -363,9 +377,9 @@ def _epoch_s(timestamp: str) -> float:
 def table(runs: list[Run]) -> str:
     """Latency percentiles and the micro-batch breakdown, one row per run."""
     lines = [
-        "| rate/s | mode | records | p50 ms | p95 ms | p99 ms | max ms | batches | rows/batch "
-        "| " + " | ".join(PHASES) + " | trigger |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(PHASES) + 1),
+        "| rate/s | mode | reader options | records | p50 ms | p95 ms | p99 ms | max ms "
+        "| batches | rows/batch | " + " | ".join(PHASES) + " | trigger |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(PHASES) + 1),
     ]
     for r in runs:
         med = {k: statistics.median(v) for k, v in r.phases.items() if v}
@@ -373,7 +387,7 @@ def table(runs: list[Run]) -> str:
         rows = f"{statistics.median(r.batch_rows):.0f}" if r.batch_rows else ""
         trigger = f"{med['triggerExecution']:.0f}" if "triggerExecution" in med else ""
         lines.append(
-            f"| {r.rate} | {r.mode} | {len(r.latencies_ms)} | {r.pct(0.5):.0f} | "
+            f"| {r.rate} | {r.mode} | {r.variant} | {len(r.latencies_ms)} | {r.pct(0.5):.0f} | "
             f"{r.pct(0.95):.0f} | {r.pct(0.99):.0f} | {max(r.latencies_ms, default=0):.0f} | "
             f"{len(r.batch_rows) or ''} | {rows} | {phases} | {trigger} |"
         )
@@ -384,7 +398,7 @@ def plot(runs: list[Run], path: str) -> None:
     """Grouped bars of p50/p95/p99 per mode and rate."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    labels = [f"{r.mode}\n{r.rate}/s" for r in runs]
+    labels = [f"{r.mode}\n{r.rate}/s" + ("\n" + r.variant if r.variant else "") for r in runs]
     width = 0.27
     for i, (q, name) in enumerate(((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))):
         xs = [j + (i - 1) * width for j in range(len(runs))]
@@ -415,9 +429,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="a kafka_txn reader option, e.g. minRecordsPerPartition=20000 (repeatable)",
     )
+    p.add_argument(
+        "--also-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run the Spark modes a second time with these reader options too (repeatable)",
+    )
     p.add_argument("--plot", help="write a PNG of the latency percentiles here")
     args = p.parse_args(argv)
     args.reader_options = dict(o.split("=", 1) for o in args.option)
+    args.also_options = dict(o.split("=", 1) for o in args.also_option)
     return args
 
 
@@ -438,10 +460,14 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     with broker_process() as (bootstrap, _pid):
         spark = spark_session() if set(modes) - {CONFLUENT} else None
+        plans = [(mode, args.reader_options) for mode in modes]
+        if args.also_options:
+            both = {**args.reader_options, **args.also_options}
+            plans += [(mode, both) for mode in modes if mode != CONFLUENT]
         for rate in rates:
-            for mode in modes:
-                say(f"{mode} at {rate} records/s ...")
-                run = measure(spark, bootstrap, mode, rate, args)
+            for mode, options in plans:
+                say(f"{mode} at {rate} records/s {options or ''} ...")
+                run = measure(spark, bootstrap, mode, rate, options, args)
                 say(
                     f"  p50 {run.pct(0.5):.0f} ms, p95 {run.pct(0.95):.0f} ms, "
                     f"p99 {run.pct(0.99):.0f} ms ({len(run.latencies_ms)} records measured, "

@@ -147,7 +147,12 @@ class Cluster:
         self.offsets = GroupOffsets(
             sink=self.storage.line_sink(OFFSETS_TOPIC) if self.storage else None
         )
-        self.membership = GroupMembership(self)
+        self.membership = GroupMembership(
+            loop=loop,
+            offsets=self.offsets,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            report_error=self.internal_errors.append,
+        )
         self.txn = TransactionCoordinator(
             clock_ms=self.now_ms,
             write_markers=self.write_markers,

@@ -41,12 +41,10 @@ import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from pyspark_kafka_txn.embedded.groups import GroupOffsets
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-
-if TYPE_CHECKING:
-    from pyspark_kafka_txn.embedded.cluster import Cluster
 
 logger = logging.getLogger(__name__)
 
@@ -301,10 +299,33 @@ def _complete(future: asyncio.Future[T] | None, result: T) -> bool:
 
 
 class GroupMembership:
-    """Membership state of every classic group, owned by the broker's event loop."""
+    """Membership state of every classic group, owned by the broker's event loop.
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+    Parameters
+    ----------
+    loop
+        The broker's event loop: timers (``call_later``) and parked answers
+        (``create_future``).
+    offsets
+        The committed and pending offsets of every group (a group with offsets exists).
+    initial_rebalance_delay_ms
+        ``group.initial.rebalance.delay.ms``.
+    report_error
+        Records an internal error (a failed timer callback) for the tests to check.
+    """
+
+    def __init__(
+        self,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        offsets: GroupOffsets,
+        initial_rebalance_delay_ms: int,
+        report_error: Callable[[str], None],
+    ) -> None:
+        self._loop = loop
+        self._offsets = offsets
+        self._initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self._report_error = report_error
         self.groups: dict[str, ClassicGroup] = {}
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
 
@@ -312,7 +333,7 @@ class GroupMembership:
 
     def _schedule(self, key: tuple[str, ...], delay_ms: int, fn: Callable[[], None]) -> None:
         self._cancel(key)
-        self._timers[key] = self.cluster.loop.call_later(delay_ms / 1000, self._fire, key, fn)
+        self._timers[key] = self._loop.call_later(delay_ms / 1000, self._fire, key, fn)
 
     def _cancel(self, key: tuple[str, ...]) -> None:
         handle = self._timers.pop(key, None)
@@ -324,7 +345,7 @@ class GroupMembership:
         try:
             fn()
         except Exception as exc:  # a bug here must not kill the loop; tests check this list
-            self.cluster.internal_errors.append(f"group timer {key}: {exc!r}")
+            self._report_error(f"group timer {key}: {exc!r}")
             logger.exception("group timer %s failed", key)
 
     def _heartbeat_after(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
@@ -339,7 +360,7 @@ class GroupMembership:
         self._heartbeat_after(group, member.member_id, member.session_timeout_ms)
 
     def _new_future(self) -> asyncio.Future[JoinResult]:
-        return self.cluster.loop.create_future()
+        return self._loop.create_future()
 
     def close(self) -> None:
         """Stop the timers and answer parked requests with NOT_COORDINATOR (shutdown)."""
@@ -365,7 +386,7 @@ class GroupMembership:
         return group
 
     def _has_offsets(self, group_id: str) -> bool:
-        offsets = self.cluster.offsets
+        offsets = self._offsets
         return bool(offsets.committed.get(group_id)) or bool(offsets.pending.get(group_id))
 
     def delete(self, group_id: str) -> ErrorCode:
@@ -377,7 +398,7 @@ class GroupMembership:
             return ErrorCode.non_empty_group
         group.transition(GroupState.DEAD)
         del self.groups[group_id]
-        self.cluster.offsets.delete_group(group_id)
+        self._offsets.delete_group(group_id)
         return ErrorCode.none
 
     def subscribes_to(self, group_id: str, topic: str) -> bool:
@@ -399,7 +420,7 @@ class GroupMembership:
         return False
 
     def group_ids(self) -> list[str]:
-        offsets = self.cluster.offsets
+        offsets = self._offsets
         ids = set(self.groups)
         ids.update(g for g, o in offsets.committed.items() if o)
         ids.update(g for g, o in offsets.pending.items() if o)
@@ -643,7 +664,7 @@ class GroupMembership:
         initial = group.state is GroupState.EMPTY
         gid = group.group_id
         if initial:
-            delay = self.cluster.config.group_initial_rebalance_delay_ms
+            delay = self._initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self._schedule(
                 ("join", gid), delay, lambda: self._initial_delay_over(gid, delay, remaining)
@@ -669,7 +690,7 @@ class GroupMembership:
             return
         if group.new_member_added and remaining != 0:
             group.new_member_added = False
-            base = self.cluster.config.group_initial_rebalance_delay_ms
+            base = self._initial_rebalance_delay_ms
             new_delay = min(base, remaining)
             new_remaining = max(remaining - delay, 0)
             self._schedule(
@@ -806,7 +827,7 @@ class GroupMembership:
         assignments: dict[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         """Handle a SyncGroup; the future completes when the assignment is known."""
-        future: asyncio.Future[SyncResult] = self.cluster.loop.create_future()
+        future: asyncio.Future[SyncResult] = self._loop.create_future()
         group = self.group(group_id)
         if group is None or group.state is GroupState.EMPTY:
             future.set_result(SyncResult(error=ErrorCode.unknown_member_id))

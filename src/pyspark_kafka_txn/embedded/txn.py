@@ -50,14 +50,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.wire import NO_EPOCH, NO_PRODUCER_ID
 
 logger = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
 TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: the stored timeout of a 2PC txn
-NO_PRODUCER_ID = -1
-NO_EPOCH = -1
 
 TopicPartition = tuple[str, int]
 

@@ -12,6 +12,7 @@ import dataclasses
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec
 from pyspark_kafka_txn.embedded.handlers import acls, cluster, data, groups, membership, sasl, txn
+from pyspark_kafka_txn.embedded.wire import INIT_PRODUCER_ID
 
 APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
@@ -38,7 +39,7 @@ def apis_for(config: ClusterConfig) -> dict[int, ApiSpec]:
     if not (config.transaction_two_phase_commit or config.unstable_api_versions):
         return APIS
     apis = dict(APIS)
-    apis[txn.INIT_PRODUCER_ID] = dataclasses.replace(
-        APIS[txn.INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
+    apis[INIT_PRODUCER_ID] = dataclasses.replace(
+        APIS[INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
     )
     return apis

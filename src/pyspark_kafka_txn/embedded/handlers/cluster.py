@@ -10,8 +10,6 @@ from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import (
-    COORDINATOR_GROUP,
-    COORDINATOR_TXN,
     INTERNAL_TOPICS,
     TOPIC_CONFIG_DEFAULTS,
     TRANSACTION_STATE_TOPIC,
@@ -30,12 +28,27 @@ from pyspark_kafka_txn.embedded.groups import OFFSETS_TOPIC
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, ConfigType
+from pyspark_kafka_txn.embedded.wire import (
+    ALTER_CONFIGS,
+    API_VERSIONS,
+    APPEND,
+    BROKER_RESOURCE,
+    COORDINATOR_GROUP,
+    COORDINATOR_TXN,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    FIND_COORDINATOR,
+    GROUP_RESOURCE,
+    INCREMENTAL_ALTER_CONFIGS,
+    METADATA,
+    SET,
+    SUBTRACT,
+    TOPIC_RESOURCE,
+)
 
-API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
-CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 37
-ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
-TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
-_INT_CONFIG = 3  # DescribeConfigs' ConfigType for INT
 # Kafka 4.0's group configs (GroupConfig) and their defaults, which a group without
 # overrides reports: the KIP-848 consumer and KIP-932 share group settings.
 GROUP_CONFIG_DEFAULTS = {
@@ -45,7 +58,6 @@ GROUP_CONFIG_DEFAULTS = {
     "share.record.lock.duration.ms": "30000",
     "share.session.timeout.ms": "45000",
 }
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # The messages of Kafka's authorization exceptions.
 _DENIED = {
     ErrorCode.topic_authorization_failed: "Topic authorization failed.",
@@ -676,7 +688,7 @@ def _broker_configs(ctx: Context) -> dict[str, str]:
 def _config_type(resource_type: int, name: str) -> int:
     if resource_type == TOPIC_RESOURCE:
         return TOPIC_CONFIGS[name].type
-    return _INT_CONFIG if resource_type == GROUP_RESOURCE else 0
+    return int(ConfigType.INT) if resource_type == GROUP_RESOURCE else 0
 
 
 def describe_configs(ctx: Context, req: Any) -> Any:

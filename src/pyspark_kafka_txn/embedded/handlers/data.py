@@ -12,15 +12,24 @@ from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.handlers import errors
-from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
+from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, prepare_client_batch
-
-PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS = 0, 1, 2, 21
-DESCRIBE_PRODUCERS, OFFSET_FOR_LEADER_EPOCH = 61, 23
-
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+from pyspark_kafka_txn.embedded.wire import (
+    DELETE_RECORDS,
+    DESCRIBE_PRODUCERS,
+    EARLIEST,
+    EARLIEST_LOCAL,
+    FETCH,
+    LATEST,
+    LIST_OFFSETS,
+    MAX_TIMESTAMP,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+)
 
 # Coordinator answers to a produce verification and what the leader reports instead.
 _VERIFY_RETRIABLE = {
@@ -277,7 +286,7 @@ async def fetch(ctx: Context, req: Any) -> Any:
     """
     cluster = ctx.cluster
     mod = response_module(FETCH, ctx.version)
-    isolation = getattr(req, "isolation_level", 0)
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     deadline = time.monotonic() + req.max_wait.total_seconds()
     by_id = ctx.version >= 13
     while True:
@@ -362,7 +371,7 @@ def list_offsets(ctx: Context, req: Any) -> Any:
     unknown partitions as Kafka; a topic without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
     mod = response_module(LIST_OFFSETS, ctx.version)
-    isolation = getattr(req, "isolation_level", 0)
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     topics = []
     for topic in req.topics:
         indexes = [p.partition_index for p in topic.partitions]

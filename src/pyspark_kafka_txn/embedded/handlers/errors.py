@@ -19,9 +19,16 @@ from typing import Any
 
 from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, Context
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-
-FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, FIND_COORDINATOR = 1, 2, 3, 8, 10
-INIT_PRODUCER_ID, ADD_OFFSETS, END_TXN = 22, 25, 26
+from pyspark_kafka_txn.embedded.wire import (
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_COMMIT,
+)
 
 
 def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
@@ -192,7 +199,7 @@ def init_producer_id_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 
 def add_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """AddOffsetsToTxn: ``code``."""
-    mod = response_module(ADD_OFFSETS, ctx.version)
+    mod = response_module(ADD_OFFSETS_TO_TXN, ctx.version)
     return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
 from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+from pyspark_kafka_txn.embedded.wire import (
+    COORDINATOR_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+)
 
 
 def _topic_allowed(ctx: Context, operation: Operation, topic: str) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
-from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
@@ -518,10 +517,68 @@ def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
     return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
+def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """Fetch: every requested partition fails with ``code`` (no records)."""
+    mod = response_module(FETCH, ctx.version)
+    topics = tuple(
+        build(
+            mod.FetchableTopicResponse,
+            topic=getattr(topic, "topic", None),
+            topic_id=getattr(topic, "topic_id", None),
+            partitions=tuple(
+                build(
+                    mod.PartitionData,
+                    partition_index=p.partition,
+                    error_code=code,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=None,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in req.topics
+    )
+    return build(
+        mod.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=topics,
+    )
+
+
+def list_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """ListOffsets: every partition fails with ``code``."""
+    mod = response_module(LIST_OFFSETS, ctx.version)
+    topics = tuple(
+        build(
+            mod.ListOffsetsTopicResponse,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    mod.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=-1,
+                    offset=-1,
+                    leader_epoch=-1,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in req.topics
+    )
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
 SPECS = (
     ApiSpec(PRODUCE, "Produce", 0, 12, produce, produce_error, min_accepted=3),
-    ApiSpec(FETCH, "Fetch", 4, 17, fetch, errors.fetch_error),
-    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, errors.list_offsets_error),
+    ApiSpec(FETCH, "Fetch", 4, 17, fetch, fetch_error),
+    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, list_offsets_error),
     ApiSpec(DELETE_RECORDS, "DeleteRecords", 0, 2, delete_records),
     ApiSpec(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch),
     ApiSpec(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, describe_producers),

@@ -15,7 +15,6 @@ from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 from pyspark_kafka_txn.embedded.wire import (
@@ -450,10 +449,38 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     )
 
 
+def init_producer_id_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """InitProducerId: ``code``, no producer id or epoch."""
+    mod = response_module(INIT_PRODUCER_ID, ctx.version)
+    return build(
+        mod.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
+def add_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """AddOffsetsToTxn: ``code``."""
+    mod = response_module(ADD_OFFSETS_TO_TXN, ctx.version)
+    return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
+
+
+def end_txn_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """EndTxn: ``code``, no producer id or epoch (v5)."""
+    mod = response_module(END_TXN, ctx.version)
+    return build(
+        mod.EndTxnResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
 SPECS = (
-    ApiSpec(
-        INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id, errors.init_producer_id_error
-    ),
+    ApiSpec(INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id, init_producer_id_error),
     ApiSpec(
         ADD_PARTITIONS_TO_TXN,
         "AddPartitionsToTxn",
@@ -462,10 +489,8 @@ SPECS = (
         add_partitions_to_txn,
         add_partitions_error,
     ),
-    ApiSpec(
-        ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, errors.add_offsets_error
-    ),
-    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, errors.end_txn_error),
+    ApiSpec(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, add_offsets_error),
+    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, end_txn_error),
     ApiSpec(
         TXN_OFFSET_COMMIT,
         "TxnOffsetCommit",

@@ -57,23 +57,28 @@ class Rebalancer:
     # --- sessions -----------------------------------------------------------------
 
     def heartbeat_after(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
+        """Expire ``member_id`` (member or pending member) unless re-armed within ``timeout_ms``."""
         gid = group.group_id
         self._timers.session(
             gid, member_id, timeout_ms, lambda: self._expire_heartbeat(gid, member_id)
         )
 
     def rearm_session(self, group: ClassicGroup, member: Member) -> None:
+        """Restart ``member``'s session timeout (heartbeat, commit, join, assignment)."""
         self.heartbeat_after(group, member.member_id, member.session_timeout_ms)
 
     # --- rebalance ------------------------------------------------------------------
 
     def rebalance_or_complete_join(self, group: ClassicGroup) -> None:
+        """After a membership change: start a rebalance, or finish the running join phase
+        if every member is in."""
         if group.state in CAN_REBALANCE:
             self.prepare_rebalance(group, "membership changed")
         else:
             self.maybe_complete_join_phase(group)
 
     def maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        """Finish the join phase once every member rejoined (not during the initial delay)."""
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and group.previous_state is not GroupState.EMPTY  # initial delay still runs
@@ -82,6 +87,8 @@ class Rebalancer:
             self.complete_join(group)
 
     def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        """Enter PreparingRebalance: cancel the sync phase and arm the join deadline (the
+        initial delay for an empty group)."""
         if group.state is GroupState.COMPLETING_REBALANCE:
             for member in group.members.values():
                 member.assignment = b""
@@ -134,6 +141,8 @@ class Rebalancer:
             self.complete_join(group)
 
     def complete_join(self, group: ClassicGroup) -> None:
+        """End the join phase: drop dynamic members that did not rejoin, start the next
+        generation and answer the parked JoinGroups."""
         gid = group.group_id
         self._timers.cancel_rebalance(gid)
         if group.state is not GroupState.PREPARING_REBALANCE:
@@ -227,6 +236,7 @@ class Rebalancer:
             self.complete_join(group)
 
     def propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        """Answer every parked SyncGroup with its assignment, or with ``error``."""
         ok = error is ErrorCode.none
         for member in group.members.values():
             result = SyncResult(
@@ -240,6 +250,7 @@ class Rebalancer:
             member.sync_future = None
 
     def synced(self, group: ClassicGroup, member_id: str) -> None:
+        """``member_id`` sent its SyncGroup; the sync deadline ends when all have."""
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             self._timers.cancel_sync(group.group_id)

@@ -4,7 +4,7 @@ Follows Kafka 4.x's classic group coordinator (``GroupMetadataManager.classicGro
 ``ClassicGroup``; reference §4.4):
 
 * states Empty -> PreparingRebalance -> CompletingRebalance -> Stable (and Dead, which
-  only a deleted group reaches; nothing here deletes groups);
+  only a group deleted by DeleteGroups reaches);
 * a dynamic member joining with JoinGroup v4+ and no member id gets MEMBER_ID_REQUIRED
   with a generated id and stays *pending* (expiring after its session timeout) until
   it joins again with that id;

@@ -22,8 +22,8 @@ from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 from tests.broker.clients import raw_produce, raw_request, txn_producer
 from tests.unit.batches import varint
 

@@ -18,10 +18,11 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from pyspark_kafka_txn.embedded.log import READ_UNCOMMITTED, PartitionLog
+from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import build, encode_response, response_module
 from pyspark_kafka_txn.embedded.records import iter_headers
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
+from pyspark_kafka_txn.embedded.wire import READ_UNCOMMITTED
 from tests.unit.batches import batch
 
 NOW = 1_700_000_000_000

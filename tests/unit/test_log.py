@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.embedded.log import READ_COMMITTED, READ_UNCOMMITTED, PartitionLog
+from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
+from pyspark_kafka_txn.embedded.wire import READ_COMMITTED, READ_UNCOMMITTED
 from tests.unit.batches import batch, decode_committed
 
 NOW = 1_700_000_000_000

@@ -36,14 +36,13 @@ from pyspark_kafka_txn.embedded.security import ScramStore
 from pyspark_kafka_txn.embedded.storage import Storage
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, InvalidConfigError, normalize
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
+from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 
 logger = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_TOPIC_NAME = 249
-COORDINATOR_GROUP = 0
-COORDINATOR_TXN = 1
 #: The coordinator key type whose state each internal topic holds.
 _INTERNAL_KEY_TYPE = {OFFSETS_TOPIC: COORDINATOR_GROUP, TRANSACTION_STATE_TOPIC: COORDINATOR_TXN}
 
@@ -147,7 +146,12 @@ class Cluster:
         self.offsets = GroupOffsets(
             sink=self.storage.line_sink(OFFSETS_TOPIC) if self.storage else None
         )
-        self.membership = GroupMembership(self)
+        self.membership = GroupMembership(
+            loop=loop,
+            offsets=self.offsets,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            report_error=self.internal_errors.append,
+        )
         self.txn = TransactionCoordinator(
             clock_ms=self.now_ms,
             write_markers=self.write_markers,

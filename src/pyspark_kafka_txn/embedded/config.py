@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyspark_kafka_txn.embedded.acl import check_principal
 from pyspark_kafka_txn.embedded.security import ListenerSecurity
-from pyspark_kafka_txn.embedded.txn import check_initial_producer_epoch
+from pyspark_kafka_txn.embedded.txn_state import check_initial_producer_epoch
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
 # Kafka 4.x defaults of log.message.timestamp.before.max.ms (Long.MAX_VALUE) and

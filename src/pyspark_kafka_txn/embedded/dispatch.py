@@ -49,6 +49,13 @@ TOPIC_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.TOPIC])
 GROUP_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.GROUP])
 CLUSTER_AUTHORIZED_OPS = _bits(SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
 
+# The messages of Kafka's authorization exceptions.
+DENIED_MESSAGES = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class NoResponse:

@@ -5,8 +5,8 @@ request's ``transactional_id``, so a test can aim at one application among sever
 does one thing to the next ``count`` matching requests:
 
 * ``error``: answer with ``error`` without executing the request (the API needs an
-  error response builder, ``ApiSpec.error_response``, see
-  :mod:`pyspark_kafka_txn.embedded.handlers.errors`);
+  error response builder, ``ApiSpec.error_response``, built next to its handler, see
+  :mod:`pyspark_kafka_txn.embedded.handlers`);
 * ``error_after``: execute the request, then answer with ``error`` in every error-code
   field of the real response (a lost acknowledgement);
 * ``delay``: wait ``delay_s`` before executing;

@@ -10,12 +10,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN, Cluster
+from pyspark_kafka_txn.embedded.cluster import Cluster
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.faults import FaultAction, FaultRule
 from pyspark_kafka_txn.embedded.handlers import APIS, apis_for
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.server import BrokerServer
+from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 
 logger = logging.getLogger(__name__)
 

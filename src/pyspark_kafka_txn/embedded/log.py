@@ -37,11 +37,10 @@ from pyspark_kafka_txn.embedded.records import (
     read_header,
     record_timestamps,
 )
+from pyspark_kafka_txn.embedded.wire import CONTROL_COMMIT, READ_COMMITTED
 
 logger = logging.getLogger(__name__)
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 BATCHES_TO_RETAIN = 5
 # baseOffset, batchLength, partitionLeaderEpoch: the part of a stored batch the broker
 # writes (it precedes the CRC-covered region).
@@ -389,7 +388,7 @@ class PartitionLog:
             epoch = self.leader_epoch
             pid = header.producer_id
             if header.is_control:
-                commit = control_type(chunk, next(iter_headers(chunk))) == 1
+                commit = control_type(chunk, next(iter_headers(chunk))) == CONTROL_COMMIT
                 self._apply_marker(pid, header.producer_epoch, commit, -1, base)
             elif pid >= 0:
                 entry = self.producers.setdefault(pid, ProducerEntry())

@@ -16,6 +16,7 @@ import cramjam
 import crc32c
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.wire import CONTROL_ABORT, CONTROL_COMMIT
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -27,11 +28,6 @@ ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-
-NO_PRODUCER_ID = -1
 
 
 class RecordError(Exception):

@@ -45,13 +45,12 @@ from pyspark_kafka_txn.embedded.security import (
     Session,
     certificate_principal,
 )
+from pyspark_kafka_txn.embedded.wire import API_VERSIONS, PRE_AUTH_APIS
 
 logger = logging.getLogger(__name__)
 
-API_VERSIONS = 18
 # Before SASL authentication only these may be sent (ApiVersions, SaslHandshake,
 # SaslAuthenticate), and frames are capped as Kafka's ``sasl.server.max.receive.size``.
-_PRE_AUTH_APIS = frozenset({18, 17, 36})
 _MAX_UNAUTHENTICATED_FRAME = 524_288
 MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes
 _STREAM_LIMIT = 16 * 1024 * 1024
@@ -278,7 +277,7 @@ class BrokerServer:
 
     def _spec_for(self, api_key: int, version: int, session: Session) -> ApiSpec:
         """The served API of a request; closes the connection as Kafka would if none."""
-        if session.needs_auth and api_key not in _PRE_AUTH_APIS:
+        if session.needs_auth and api_key not in PRE_AUTH_APIS:
             logger.warning("closing connection: api key %d before SASL authentication", api_key)
             raise _CloseConnectionError
         spec = self.apis.get(api_key)

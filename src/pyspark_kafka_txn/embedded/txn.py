@@ -28,6 +28,11 @@ Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata
   UNSUPPORTED_VERSION, as Kafka 4.2/4.3 do (KAFKA-20739). Fencing by a later
   InitProducerId still aborts an ongoing 2PC transaction.
 
+The states, Kafka's transition table between them and the per-id metadata are
+:mod:`.txn_state`'s; every state change here goes through
+:meth:`~.txn_state.TxnMetadata.transition_to`, which refuses a transition the table does
+not allow (:class:`~.txn_state.IllegalTxnTransitionError`, naming both states).
+
 Test aid: ``initial_producer_epoch`` makes every newly allocated producer id of a
 transactional id start at that epoch instead of 0, so that a few transactions reach
 exhaustion (Kafka has no such setting).
@@ -42,134 +47,48 @@ exhausted epoch both bump once, to ``Short.MAX_VALUE``, and rotate the producer 
 
 from __future__ import annotations
 
-import enum
 import functools
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.embedded.txn_state import (
+    MAX_EPOCH,
+    MAX_EPOCH_BEFORE_EXHAUSTED,
+    TWO_PHASE_TIMEOUT_MS,
+    VALID_PREVIOUS_STATES,
+    IllegalTxnTransitionError,
+    TopicPartition,
+    TxnMetadata,
+    TxnResult,
+    TxnState,
+    check_initial_producer_epoch,
+    is_epoch_exhausted,
+)
+from pyspark_kafka_txn.embedded.wire import NO_EPOCH, NO_PRODUCER_ID
+
+__all__ = [
+    "MAX_EPOCH",
+    "MAX_EPOCH_BEFORE_EXHAUSTED",
+    "TWO_PHASE_TIMEOUT_MS",
+    "VALID_PREVIOUS_STATES",
+    "IllegalTxnTransitionError",
+    "MarkerWriter",
+    "TopicPartition",
+    "TransactionCoordinator",
+    "TxnMetadata",
+    "TxnResult",
+    "TxnState",
+    "check_initial_producer_epoch",
+    "is_epoch_exhausted",
+]
 
 logger = logging.getLogger(__name__)
-
-MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
-MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
-TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: the stored timeout of a 2PC txn
-NO_PRODUCER_ID = -1
-NO_EPOCH = -1
-
-TopicPartition = tuple[str, int]
-
-
-def is_epoch_exhausted(epoch: int) -> bool:
-    """Kafka's ``TransactionMetadata.isEpochExhausted``: no bump may start from ``epoch``.
-
-    The coordinator never hands out ``Short.MAX_VALUE`` so that it can always fence.
-    """
-    return epoch >= MAX_EPOCH_BEFORE_EXHAUSTED
-
-
-def check_initial_producer_epoch(epoch: int) -> int:
-    """Validate the ``initial_producer_epoch`` test aid; return it.
-
-    Raises
-    ------
-    ValueError
-        Unless ``0 <= epoch < 32767`` (``Short.MAX_VALUE``, which only markers carry).
-    """
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < MAX_EPOCH:
-        raise ValueError(
-            f"initial_producer_epoch must be an integer in 0..{MAX_EPOCH - 1} "
-            f"(Short.MAX_VALUE - 1 = {MAX_EPOCH_BEFORE_EXHAUSTED} is exhausted at once), "
-            f"got {epoch!r}"
-        )
-    return epoch
-
-
-class TxnState(enum.Enum):
-    """Persisted transaction states, with Kafka's names (DescribeTransactions)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
 
 _COMPLETE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 _PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-
-
-@dataclass(slots=True)
-class TxnMetadata:
-    """Coordinator-side state of one transactional id."""
-
-    transactional_id: str
-    producer_id: int
-    epoch: int = NO_EPOCH
-    last_epoch: int = NO_EPOCH
-    prev_producer_id: int = NO_PRODUCER_ID
-    # Allocated by a TV2 completion that bumps an exhausted epoch; becomes the producer
-    # id (at the initial epoch) when the completion is done (Kafka's nextProducerId).
-    next_producer_id: int = NO_PRODUCER_ID
-    timeout_ms: int = 60_000
-    state: TxnState = TxnState.EMPTY
-    partitions: set[TopicPartition] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = -1
-
-    @property
-    def two_phase(self) -> bool:
-        """A KIP-939 transaction (Kafka's ``isDistributedTwoPhaseCommitTxn``): never
-        timed out. Derived from the stored timeout, so it survives a restart."""
-        return self.timeout_ms == TWO_PHASE_TIMEOUT_MS
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "tid": self.transactional_id,
-                "pid": self.producer_id,
-                "epoch": self.epoch,
-                "last_epoch": self.last_epoch,
-                "prev_pid": self.prev_producer_id,
-                "rotate_to_pid": self.next_producer_id,
-                "timeout_ms": self.timeout_ms,
-                "state": self.state.value,
-                "partitions": sorted([t, p] for t, p in self.partitions),
-                "start_ms": self.start_ms,
-                "last_update_ms": self.last_update_ms,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, line: str) -> TxnMetadata:
-        d = json.loads(line)
-        return cls(
-            transactional_id=d["tid"],
-            producer_id=d["pid"],
-            epoch=d["epoch"],
-            last_epoch=d["last_epoch"],
-            prev_producer_id=d["prev_pid"],
-            next_producer_id=d.get("rotate_to_pid", NO_PRODUCER_ID),
-            timeout_ms=d["timeout_ms"],
-            state=TxnState(d["state"]),
-            partitions={(t, p) for t, p in d["partitions"]},
-            start_ms=d["start_ms"],
-            last_update_ms=d["last_update_ms"],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    """Outcome of a coordinator call: error plus the producer id/epoch to report."""
-
-    error: ErrorCode
-    producer_id: int = NO_PRODUCER_ID
-    epoch: int = NO_EPOCH
 
 
 MarkerWriter = Callable[[int, int, bool, Iterable[TopicPartition]], None]
@@ -315,7 +234,7 @@ class TransactionCoordinator:
         answer = self._next_epoch_on_init(meta, expected_pid, expected_epoch)
         if answer is not None:
             return answer
-        meta.state = TxnState.EMPTY
+        meta.transition_to(TxnState.EMPTY)
         meta.partitions = set()
         meta.start_ms = -1
         meta.timeout_ms = timeout_ms
@@ -386,8 +305,10 @@ class TransactionCoordinator:
         TV1 cluster: one bump (``prepareFenceProducerEpoch``), never past
         ``Short.MAX_VALUE``. TV2 cluster: the fence bump, then the TV2 completion bump
         (Kafka 4.0.0); from an exhausted epoch only the completion bump, which allocates
-        the next producer id (Kafka 4.3, KAFKA-19367 / KAFKA-20090).
+        the next producer id (Kafka 4.3, KAFKA-19367 / KAFKA-20090). The state passes
+        through PrepareEpochFence (not logged, as in Kafka) on its way to PrepareAbort.
         """
+        meta.transition_to(TxnState.PREPARE_EPOCH_FENCE)
         if self.transaction_version >= 2:
             if not is_epoch_exhausted(meta.epoch):
                 meta.epoch += 1  # PrepareEpochFence
@@ -429,7 +350,7 @@ class TransactionCoordinator:
         if meta.state in _COMPLETE:
             meta.start_ms = self._clock_ms()
         meta.partitions |= partitions
-        meta.state = TxnState.ONGOING
+        meta.transition_to(TxnState.ONGOING)
         self._persist(meta)
         return ErrorCode.none
 
@@ -561,7 +482,7 @@ class TransactionCoordinator:
         return TxnResult(ErrorCode.none, meta.producer_id, meta.epoch)
 
     def _prepare(self, meta: TxnMetadata, *, commit: bool) -> None:
-        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        meta.transition_to(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
         self._persist(meta)
         self._schedule(self.marker_delay_s, lambda: self._complete(meta))
 
@@ -571,7 +492,7 @@ class TransactionCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         if meta.partitions:
             self._write_markers(meta.producer_id, meta.epoch, commit, sorted(meta.partitions))
-        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.transition_to(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         meta.partitions = set()
         meta.start_ms = -1
         previous = meta.producer_id

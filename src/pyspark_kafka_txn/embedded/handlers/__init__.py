@@ -3,6 +3,20 @@
 Each handler is a function ``(ctx, request_body) -> response_body`` (a coroutine for the
 ones that wait: Fetch and the group rebalance calls) with a header docstring stating the
 versions it serves, its behaviour and its simplifications.
+
+An API that can be refused before it touches any state (for example
+NOT_LEADER_OR_FOLLOWER from a former leader, COORDINATOR_LOAD_IN_PROGRESS from a
+coordinator still loading its log) has an error response builder
+``(ctx, request, code) -> response`` next to its handler, registered as
+``ApiSpec.error_response``: it answers every partition, key or the whole request with
+``code``, in the shape the negotiated version needs. ``BrokerServer`` uses them for the
+``error`` fault action; the handler is then never called.
+
+Modules: :mod:`.metadata` (ApiVersions, Metadata, FindCoordinator), :mod:`.topics`
+(CreateTopics, DeleteTopics, CreatePartitions), :mod:`.configs` (DescribeConfigs,
+AlterConfigs, IncrementalAlterConfigs), :mod:`.data` (Produce, Fetch, ListOffsets, ...),
+:mod:`.groups` (offsets), :mod:`.membership` (classic groups), :mod:`.txn`
+(transactions), :mod:`.sasl`, :mod:`.acls`.
 """
 
 from __future__ import annotations
@@ -11,12 +25,25 @@ import dataclasses
 
 from pyspark_kafka_txn.embedded.config import ClusterConfig
 from pyspark_kafka_txn.embedded.dispatch import ApiSpec
-from pyspark_kafka_txn.embedded.handlers import acls, cluster, data, groups, membership, sasl, txn
+from pyspark_kafka_txn.embedded.handlers import (
+    acls,
+    configs,
+    data,
+    groups,
+    membership,
+    metadata,
+    sasl,
+    topics,
+    txn,
+)
+from pyspark_kafka_txn.embedded.wire import INIT_PRODUCER_ID
 
 APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
     for spec in (
-        *cluster.SPECS,
+        *metadata.SPECS,
+        *topics.SPECS,
+        *configs.SPECS,
         *data.SPECS,
         *txn.SPECS,
         *groups.SPECS,
@@ -38,7 +65,7 @@ def apis_for(config: ClusterConfig) -> dict[int, ApiSpec]:
     if not (config.transaction_two_phase_commit or config.unstable_api_versions):
         return APIS
     apis = dict(APIS)
-    apis[txn.INIT_PRODUCER_ID] = dataclasses.replace(
-        APIS[txn.INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
+    apis[INIT_PRODUCER_ID] = dataclasses.replace(
+        APIS[INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
     )
     return apis

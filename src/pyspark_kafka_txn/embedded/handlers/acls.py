@@ -25,8 +25,8 @@ from pyspark_kafka_txn.embedded.acl import (
 )
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.wire import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 _NO_AUTHORIZER = "No Authorizer is configured."
 _NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 _CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
@@ -102,10 +102,10 @@ def _has_any(creations: Any) -> bool:
     """Whether a creation names ANY (or the MATCH pattern), which Kafka's ResourcePattern
     and AccessControlEntry refuse to build."""
     return any(
-        c.resource_type == 1
-        or c.resource_pattern_type in (1, 2)
-        or c.operation == 1
-        or c.permission_type == 1
+        c.resource_type == ResourceType.ANY
+        or c.resource_pattern_type in (PatternType.ANY, PatternType.MATCH)
+        or c.operation == Operation.ANY
+        or c.permission_type == Permission.ANY
         for c in creations
     )
 

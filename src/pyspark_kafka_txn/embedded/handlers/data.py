@@ -11,16 +11,24 @@ from typing import Any
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
-from pyspark_kafka_txn.embedded.handlers import errors
-from pyspark_kafka_txn.embedded.log import READ_COMMITTED, PartitionLog
+from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, prepare_client_batch
-
-PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS = 0, 1, 2, 21
-DESCRIBE_PRODUCERS, OFFSET_FOR_LEADER_EPOCH = 61, 23
-
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+from pyspark_kafka_txn.embedded.wire import (
+    DELETE_RECORDS,
+    DESCRIBE_PRODUCERS,
+    EARLIEST,
+    EARLIEST_LOCAL,
+    FETCH,
+    LATEST,
+    LIST_OFFSETS,
+    MAX_TIMESTAMP,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+)
 
 # Coordinator answers to a produce verification and what the leader reports instead.
 _VERIFY_RETRIABLE = {
@@ -277,7 +285,7 @@ async def fetch(ctx: Context, req: Any) -> Any:
     """
     cluster = ctx.cluster
     mod = response_module(FETCH, ctx.version)
-    isolation = getattr(req, "isolation_level", 0)
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     deadline = time.monotonic() + req.max_wait.total_seconds()
     by_id = ctx.version >= 13
     while True:
@@ -362,7 +370,7 @@ def list_offsets(ctx: Context, req: Any) -> Any:
     unknown partitions as Kafka; a topic without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
     mod = response_module(LIST_OFFSETS, ctx.version)
-    isolation = getattr(req, "isolation_level", 0)
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     topics = []
     for topic in req.topics:
         indexes = [p.partition_index for p in topic.partitions]
@@ -509,10 +517,68 @@ def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
     return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
+def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """Fetch: every requested partition fails with ``code`` (no records)."""
+    mod = response_module(FETCH, ctx.version)
+    topics = tuple(
+        build(
+            mod.FetchableTopicResponse,
+            topic=getattr(topic, "topic", None),
+            topic_id=getattr(topic, "topic_id", None),
+            partitions=tuple(
+                build(
+                    mod.PartitionData,
+                    partition_index=p.partition,
+                    error_code=code,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=None,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in req.topics
+    )
+    return build(
+        mod.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=topics,
+    )
+
+
+def list_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """ListOffsets: every partition fails with ``code``."""
+    mod = response_module(LIST_OFFSETS, ctx.version)
+    topics = tuple(
+        build(
+            mod.ListOffsetsTopicResponse,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    mod.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=-1,
+                    offset=-1,
+                    leader_epoch=-1,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in req.topics
+    )
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
 SPECS = (
     ApiSpec(PRODUCE, "Produce", 0, 12, produce, produce_error, min_accepted=3),
-    ApiSpec(FETCH, "Fetch", 4, 17, fetch, errors.fetch_error),
-    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, errors.list_offsets_error),
+    ApiSpec(FETCH, "Fetch", 4, 17, fetch, fetch_error),
+    ApiSpec(LIST_OFFSETS, "ListOffsets", 1, 10, list_offsets, list_offsets_error),
     ApiSpec(DELETE_RECORDS, "DeleteRecords", 0, 2, delete_records),
     ApiSpec(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch),
     ApiSpec(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, describe_producers),

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
-from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+from pyspark_kafka_txn.embedded.wire import (
+    COORDINATOR_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+)
 
 
 def _topic_allowed(ctx: Context, operation: Operation, topic: str) -> bool:
@@ -43,7 +45,7 @@ def offset_commit(ctx: Context, req: Any) -> Any:
     mod = response_module(OFFSET_COMMIT, ctx.version)
     group = req.group_id
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, group or ""):
-        return errors.offset_commit_error(ctx, req, ErrorCode.group_authorization_failed)
+        return offset_commit_error(ctx, req, ErrorCode.group_authorization_failed)
     allowed = {t.name for t in req.topics if _topic_allowed(ctx, Operation.READ, t.name)}
     top = _group_error(ctx, group)
     if top is ErrorCode.none and (allowed or not req.topics):
@@ -263,8 +265,29 @@ def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     return build(mod.OffsetDeleteResponse, error_code=code, throttle_time=NO_THROTTLE, topics=())
 
 
+def offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """OffsetCommit: every partition fails with ``code`` (nothing committed)."""
+    mod = response_module(OFFSET_COMMIT, ctx.version)
+    topics = tuple(
+        build(
+            mod.OffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    mod.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in req.topics
+    )
+    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
 SPECS = (
-    ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit, errors.offset_commit_error),
+    ApiSpec(OFFSET_COMMIT, "OffsetCommit", 2, 9, offset_commit, offset_commit_error),
     ApiSpec(OFFSET_FETCH, "OffsetFetch", 1, 9, offset_fetch),
     ApiSpec(OFFSET_DELETE, "OffsetDelete", 0, 0, offset_delete, _offset_delete_error),
 )

@@ -16,7 +16,6 @@ import datetime
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP
 from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.membership import (
     CLASSIC_GROUP_TYPE,
@@ -27,9 +26,17 @@ from pyspark_kafka_txn.embedded.membership import (
     SyncResult,
 )
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.wire import (
+    COORDINATOR_GROUP,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    SYNC_GROUP,
+)
 
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 _MS = datetime.timedelta(milliseconds=1)
 
 

@@ -17,11 +17,14 @@ from pyspark_kafka_txn.embedded.security import (
     SaslAuthenticationError,
     credential_from_salted,
 )
+from pyspark_kafka_txn.embedded.wire import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 
 logger = logging.getLogger(__name__)
-
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 
 def sasl_handshake(ctx: Context, req: Any) -> Any:

@@ -8,20 +8,28 @@ from collections.abc import Callable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
-from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN, INTERNAL_TOPICS
+from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import (
     OFFSET_METADATA_MAX_BYTES,
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.handlers import errors
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
+from pyspark_kafka_txn.embedded.wire import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    COORDINATOR_GROUP,
+    COORDINATOR_TXN,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    INIT_PRODUCER_ID,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+)
 
-INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 INIT_PRODUCER_ID_2PC_VERSION = 6  # KIP-939; latestVersionUnstable in Kafka 4.3
-DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 
 
 def _fenced_for_old(version: int, code: ErrorCode, first_new: int) -> ErrorCode:
@@ -148,7 +156,7 @@ def _add_partitions_response(
     ctx: Context, req: Any, code_for: Callable[[str, int], ErrorCode]
 ) -> Any:
     """AddPartitionsToTxn v0-3 response: one result per requested partition."""
-    mod = response_module(ADD_PARTITIONS, ctx.version)
+    mod = response_module(ADD_PARTITIONS_TO_TXN, ctx.version)
     results = tuple(
         build(
             mod.AddPartitionsToTxnTopicResult,
@@ -186,7 +194,7 @@ def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
     (GROUP_AUTHORIZATION_FAILED).
     """
-    mod = response_module(ADD_OFFSETS, ctx.version)
+    mod = response_module(ADD_OFFSETS_TO_TXN, ctx.version)
     if not _txn_id_allowed(ctx, req.transactional_id):
         code = ErrorCode.transactional_id_authorization_failed
     elif not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id or ""):
@@ -441,20 +449,48 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     )
 
 
+def init_producer_id_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """InitProducerId: ``code``, no producer id or epoch."""
+    mod = response_module(INIT_PRODUCER_ID, ctx.version)
+    return build(
+        mod.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
+def add_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """AddOffsetsToTxn: ``code``."""
+    mod = response_module(ADD_OFFSETS_TO_TXN, ctx.version)
+    return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
+
+
+def end_txn_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
+    """EndTxn: ``code``, no producer id or epoch (v5)."""
+    mod = response_module(END_TXN, ctx.version)
+    return build(
+        mod.EndTxnResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
 SPECS = (
+    ApiSpec(INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id, init_producer_id_error),
     ApiSpec(
-        INIT_PRODUCER_ID, "InitProducerId", 0, 5, init_producer_id, errors.init_producer_id_error
-    ),
-    ApiSpec(
-        ADD_PARTITIONS,
+        ADD_PARTITIONS_TO_TXN,
         "AddPartitionsToTxn",
         0,
         3,
         add_partitions_to_txn,
         add_partitions_error,
     ),
-    ApiSpec(ADD_OFFSETS, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, errors.add_offsets_error),
-    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, errors.end_txn_error),
+    ApiSpec(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, add_offsets_error),
+    ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, end_txn_error),
     ApiSpec(
         TXN_OFFSET_COMMIT,
         "TxnOffsetCommit",

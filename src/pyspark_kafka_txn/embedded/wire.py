@@ -1,0 +1,105 @@
+"""Kafka wire-protocol constants of the embedded broker, each defined once.
+
+This module owns the numbers the Kafka protocol fixes and more than one part of the
+broker needs: the API keys of the served requests, FindCoordinator's key types, the
+isolation levels of Fetch and ListOffsets, the control record types of transaction
+markers, ListOffsets' special timestamps, the config resource types and operations of
+DescribeConfigs / AlterConfigs / IncrementalAlterConfigs, and the "no producer" values
+of record batches and the transaction coordinator. It imports nothing.
+
+kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
+its schema's name); every ``*`` API key here is named after that schema, upper-cased,
+and ``tests/unit/test_wire.py`` checks each against kio. Error codes are kio's
+``ErrorCode`` (re-exported by :mod:`.protocol`); ACL codes are :mod:`.acl`'s enums;
+DescribeConfigs' config types are :class:`.topic_config.ConfigType`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- API keys (the served requests) ---------------------------------------------------
+
+PRODUCE: Final = 0
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
+METADATA: Final = 3
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+LIST_GROUPS: Final = 16
+SASL_HANDSHAKE: Final = 17
+API_VERSIONS: Final = 18
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+DELETE_RECORDS: Final = 21
+INIT_PRODUCER_ID: Final = 22
+OFFSET_FOR_LEADER_EPOCH: Final = 23
+ADD_PARTITIONS_TO_TXN: Final = 24
+ADD_OFFSETS_TO_TXN: Final = 25
+END_TXN: Final = 26
+TXN_OFFSET_COMMIT: Final = 28
+DESCRIBE_ACLS: Final = 29
+CREATE_ACLS: Final = 30
+DELETE_ACLS: Final = 31
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+SASL_AUTHENTICATE: Final = 36
+CREATE_PARTITIONS: Final = 37
+DELETE_GROUPS: Final = 42
+INCREMENTAL_ALTER_CONFIGS: Final = 44
+OFFSET_DELETE: Final = 47
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
+ALTER_USER_SCRAM_CREDENTIALS: Final = 51
+DESCRIBE_PRODUCERS: Final = 61
+DESCRIBE_TRANSACTIONS: Final = 65
+LIST_TRANSACTIONS: Final = 66
+
+#: The APIs a connection may use before SASL authentication completes.
+PRE_AUTH_APIS: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+# --- FindCoordinator key types ----------------------------------------------------
+
+COORDINATOR_GROUP: Final = 0
+COORDINATOR_TXN: Final = 1
+
+# --- isolation levels (Fetch, ListOffsets) ----------------------------------------
+
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
+
+# --- control record types (the key of a transaction marker) ----------------------
+
+CONTROL_ABORT: Final = 0
+CONTROL_COMMIT: Final = 1
+
+# --- ListOffsets special timestamps -----------------------------------------------
+
+LATEST: Final = -1
+EARLIEST: Final = -2
+MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL: Final = -4
+LATEST_TIERED: Final = -5
+
+# --- config resource types (DescribeConfigs, AlterConfigs) ------------------------
+
+TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
+GROUP_RESOURCE: Final = 32
+
+# --- IncrementalAlterConfigs operations -------------------------------------------
+
+SET: Final = 0
+DELETE: Final = 1
+APPEND: Final = 2
+SUBTRACT: Final = 3
+
+# --- producers ----------------------------------------------------------------------
+
+NO_PRODUCER_ID: Final = -1
+NO_EPOCH: Final = -1

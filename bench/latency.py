@@ -395,20 +395,28 @@ def table(runs: list[Run]) -> str:
 
 
 def plot(runs: list[Run], path: str) -> None:
-    """Grouped bars of p50/p95/p99 per mode and rate."""
+    """Horizontal bars of p50/p95/p99 per run, one panel per input rate."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    labels = [f"{r.mode}\n{r.rate}/s" + ("\n" + r.variant if r.variant else "") for r in runs]
-    width = 0.27
-    for i, (q, name) in enumerate(((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))):
-        xs = [j + (i - 1) * width for j in range(len(runs))]
-        ax.bar(xs, [r.pct(q) for r in runs], width, label=name)
-    ax.axhline(500, color="grey", linestyle=":", linewidth=1)
-    ax.axhline(1000, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(runs)), labels, fontsize=7)
-    ax.set_ylabel("produce → visible (read_committed), ms")
-    ax.set_title("End-to-end latency at a steady input rate")
-    ax.legend()
+    rates = sorted({r.rate for r in runs})
+    fig, axes = plt.subplots(
+        len(rates), 1, figsize=(FIGSIZE[0], 1.4 + 0.6 * len(runs)), squeeze=False
+    )
+    height = 0.27
+    for ax, rate in zip(axes[:, 0], rates, strict=True):
+        mine = [r for r in runs if r.rate == rate]
+        labels = [r.mode + (f"\n{r.variant}" if r.variant else "") for r in mine]
+        for i, (q, name) in enumerate(((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))):
+            ys = [j + (i - 1) * height for j in range(len(mine))]
+            ax.barh(ys, [r.pct(q) for r in mine], height, label=name)
+        ax.axvline(500, color="grey", linestyle=":", linewidth=1)
+        ax.axvline(1000, color="grey", linestyle="--", linewidth=1)
+        ax.set_yticks(range(len(mine)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(f"{rate:,} records/s", fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
+    axes[0, 0].legend(fontsize=8)
+    axes[-1, 0].set_xlabel("produce → visible to a read_committed consumer, ms")
+    fig.suptitle("End-to-end latency at a steady input rate", fontsize=10)
     save(fig, path)
 
 

@@ -15,6 +15,9 @@ separate process, so it does not share a GIL with the readers):
    into ``format("noop")`` on ``local[N]``, timed from ``start()`` to termination. It
    runs ``--spark-runs`` times on the same SparkSession (fresh checkpoint each time): the
    first run pays for the JVM-side query start-up and the Python workers' imports.
+   Each run also reads the same topic with ``spark.read.format("kafka_txn")`` into
+   ``noop`` (a batch job: no source runner process, no checkpoint), which is issue 13's
+   point of comparison for the streaming read, and the floor query below.
 
 Example::
 
@@ -371,6 +374,24 @@ def spark_runs(bootstrap: str, topic: str, opts: Options) -> list[Result]:
                 )
             )
             results.append(Result(f"spark run {run} addBatch", rows, add_batch))
+            started = time.monotonic()
+            (
+                spark.read.format("kafka_txn")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .load()
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            )
+            results.append(
+                Result(
+                    f"spark run {run} batch read",
+                    opts.records,  # noop counts nothing: checked by the streaming run
+                    time.monotonic() - started,
+                    "spark.read (no source runner, no checkpoint): the same rows",
+                )
+            )
             floor_s, floor = _timed_query(spark, spark.readStream.format("bench_floor").load())
             floor_rows = sum(p["numInputRows"] for p in floor.recentProgress)
             results.append(
@@ -440,6 +461,7 @@ _KINDS: dict[str, tuple[str, str]] = {
     "query": ("Spark query, start to end", "tab:orange"),
     "addBatch": ("Spark query, addBatch only", "navajowhite"),
     "floor": ("Spark floor: rows from memory", "tab:green"),
+    "batch": ("spark.read (batch), same rows", "tab:purple"),
 }
 
 
@@ -447,6 +469,8 @@ def _kind(name: str) -> str:
     """The kind of phase a result's name denotes (a key of ``_KINDS``)."""
     if name.startswith(("raw", "reader")):
         return name.split()[0]
+    if name.endswith("batch read"):
+        return "batch"
     return name.rsplit(" ", 1)[1] if name.endswith(("addBatch", "floor")) else "query"
 
 
@@ -534,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = [r for r in spark if r.name.endswith(tuple("0123456789"))]
     batches = [r for r in spark if r.name.endswith("addBatch")]
     floors = [r for r in spark if r.name.endswith("floor")]
+    batch_reads = [r for r in spark if r.name.endswith("batch read")]
     if queries:
 
         def summary(ratios: list[float]) -> str:
@@ -546,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(
             f"ratio Spark query (start to termination) / raw: {to_raw(queries)}\n"
             f"ratio Spark addBatch (the tasks) / raw: {to_raw(batches)}\n"
+            f"ratio Spark batch read (spark.read, same rows) / raw: {to_raw(batch_reads)}\n"
             f"ceiling for any Python source (the floor query) / raw: {to_raw(floors)}\n"
             "ratio kafka_txn query / floor query (1.00 = nothing above Spark's own cost): "
             + summary([f.seconds / q.seconds for q, f in zip(queries, floors, strict=True)])

@@ -309,6 +309,7 @@ def spark_run(
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(args.batch_records))
+            .options(**args.reader_options)
             .load()
             .select("key", "value")
         )
@@ -692,7 +693,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--plot", metavar="FILE.png", help="draw records/s of every run per round, and medians"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a kafka_txn reader option for every Spark run, e.g. minRecordsPerPartition=50000",
+    )
+    args = parser.parse_args(argv)
+    args.reader_options = dict(o.split("=", 1) for o in args.option)
+    return args
 
 
 def rounds(args: argparse.Namespace) -> Iterator[tuple[int, list[str]]]:

@@ -10,7 +10,8 @@ Modules
 :mod:`~pyspark_kafka_txn.reader.batch`
     :class:`KafkaBatchReader`, the bounded reader (``spark.read``).
 :mod:`~pyspark_kafka_txn.reader.executor`
-    :func:`read_range`: one planned range read on an executor into Arrow record batches.
+    :func:`read_range`: one planned range read on an executor into Arrow record batches;
+    ``read_ranges``: the ranges of a packed task, their consumers fetching together.
 :mod:`~pyspark_kafka_txn.reader.common`
     :class:`KafkaInputPartition` (one range), :class:`KafkaInputPartitions` (ranges packed
     into one task) and the errors both sides raise.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -28,6 +29,7 @@ __all__ = [
     "build",
     "decode_request",
     "encode_response",
+    "partition_results",
     "response_module",
 ]
 
@@ -146,6 +148,40 @@ def build(cls: type[Any], **fields: Any) -> Any:
     """Instantiate a kio entity, ignoring keyword arguments this version lacks."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def partition_results(
+    topics: Iterable[Any],
+    topic_cls: type[Any],
+    partition_cls: type[Any],
+    code_for: Callable[[str, Any], ErrorCode],
+    **partition_fields: Any,
+) -> tuple[Any, ...]:
+    """One result per requested partition, grouped by topic, in request order.
+
+    Each request topic (``name``, ``partitions``) gives a ``topic_cls`` named like it; each
+    of its partitions (``partition_index``) a ``partition_cls`` with the same index,
+    ``error_code=code_for(topic name, request partition)`` (called once per entry, in
+    request order) and ``partition_fields``. For the APIs whose results echo the request
+    topic by topic with one error code a partition (ListOffsets, OffsetCommit,
+    TxnOffsetCommit).
+    """
+    return tuple(
+        build(
+            topic_cls,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    error_code=code_for(topic.name, p),
+                    **partition_fields,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
+    )
 
 
 def has_field(cls: type[Any], name: str) -> bool:

@@ -7,7 +7,12 @@ from typing import Any
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
-from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    build,
+    partition_results,
+    response_module,
+)
 from pyspark_kafka_txn.embedded.wire import (
     COORDINATOR_GROUP,
     OFFSET_COMMIT,
@@ -268,20 +273,11 @@ def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 def offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """OffsetCommit: every partition fails with ``code`` (nothing committed)."""
     mod = response_module(OFFSET_COMMIT, ctx.version)
-    topics = tuple(
-        build(
-            mod.OffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
+    topics = partition_results(
+        req.topics,
+        mod.OffsetCommitResponseTopic,
+        mod.OffsetCommitResponsePartition,
+        lambda _topic, _p: code,
     )
     return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 

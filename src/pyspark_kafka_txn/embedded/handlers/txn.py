@@ -15,7 +15,12 @@ from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    build,
+    partition_results,
+    response_module,
+)
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 from pyspark_kafka_txn.embedded.wire import (
     ADD_OFFSETS_TO_TXN,
@@ -329,20 +334,11 @@ def _txn_offset_commit_response(
     """TxnOffsetCommit response: one result per requested partition; ``code_for(topic,
     partition)`` is called once per entry, in request order."""
     mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
-    topics = tuple(
-        build(
-            mod.TxnOffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.TxnOffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code_for(topic.name, p),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
+    topics = partition_results(
+        req.topics,
+        mod.TxnOffsetCommitResponseTopic,
+        mod.TxnOffsetCommitResponsePartition,
+        code_for,
     )
     return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 

@@ -2,14 +2,15 @@
 
 kio decodes and encodes every request/response body; this module adds what a broker
 needs around it: the request header, the response header (ApiVersions always uses
-response header v0), cached readers/writers, and :func:`build`, which constructs a
-response entity from keyword arguments while dropping the fields that the negotiated
-version does not have (field sets differ between versions of the same API).
+response header v0), cached readers/writers, and :func:`build` (from
+:mod:`pyspark_kafka_txn.kio_entities`), which constructs a response entity from keyword
+arguments: a field the negotiated version lacks is dropped when another version of the
+entity has it (field sets differ between versions of the same API) and raises
+:class:`~pyspark_kafka_txn.kio_entities.UnknownFieldError` when no version has it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+
+from pyspark_kafka_txn.kio_entities import build, field_names
 
 __all__ = [
     "ErrorCode",
@@ -52,9 +55,6 @@ class Request:
     body: Any
 
 
-_FIELDS: dict[object, frozenset[str]] = {}
-
-
 # kio resolves a schema by importing its module path on every lookup; a broker looks up
 # the same few (api key, version) pairs for every request, so the codecs are cached.
 @cache
@@ -70,13 +70,6 @@ def _response_codec(api_key: int, version: int) -> tuple[Any, Any, Any]:
     resp_cls: Any = load_response_schema(api_key, version)
     hdr_cls = resp_cls.__header_schema__
     return hdr_cls, entity_writer(hdr_cls), entity_writer(resp_cls)
-
-
-def _field_names(cls: Any) -> frozenset[str]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
-    return names
 
 
 @cache
@@ -144,12 +137,6 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return out.frame()
 
 
-def build(cls: type[Any], **fields: Any) -> Any:
-    """Instantiate a kio entity, ignoring keyword arguments this version lacks."""
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in fields.items() if k in names})
-
-
 def partition_results(
     topics: Iterable[Any],
     topic_cls: type[Any],
@@ -186,7 +173,7 @@ def partition_results(
 
 def has_field(cls: type[Any], name: str) -> bool:
     """Whether the kio entity ``cls`` has a field called ``name``."""
-    return name in _field_names(cls)
+    return name in field_names(cls)
 
 
 def response_class(api_key: int, api_version: int) -> type[Any]:

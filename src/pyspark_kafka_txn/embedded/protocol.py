@@ -150,7 +150,7 @@ def partition_results(
     of its partitions (``partition_index``) a ``partition_cls`` with the same index,
     ``error_code=code_for(topic name, request partition)`` (called once per entry, in
     request order) and ``partition_fields``. For the APIs whose results echo the request
-    topic by topic with one error code a partition (ListOffsets, OffsetCommit,
+    topic by topic with one error code a partition (ListOffsets, OffsetCommit, OffsetDelete,
     TxnOffsetCommit).
     """
     return tuple(

@@ -33,6 +33,17 @@ def _group_error(ctx: Context, group: str | None) -> ErrorCode:
     return ErrorCode.none
 
 
+def offset_entry_error(ctx: Context, topic: str, p: Any) -> ErrorCode:
+    """What OffsetCommit and TxnOffsetCommit check of one offset of a permitted topic: the
+    partition exists (UNKNOWN_TOPIC_OR_PARTITION) and its metadata fits
+    (OFFSET_METADATA_TOO_LARGE)."""
+    if ctx.cluster.partition(topic, p.partition_index) is None:
+        return ErrorCode.unknown_topic_or_partition
+    if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
+        return ErrorCode.offset_metadata_too_large
+    return ErrorCode.none
+
+
 def offset_commit(ctx: Context, req: Any) -> Any:
     """OffsetCommit v2-9.
 
@@ -69,10 +80,9 @@ def offset_commit(ctx: Context, req: Any) -> Any:
             return ErrorCode.topic_authorization_failed
         if top is not ErrorCode.none:
             return top
-        if cluster.partition(topic, p.partition_index) is None:
-            return ErrorCode.unknown_topic_or_partition
-        if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
-            return ErrorCode.offset_metadata_too_large
+        invalid = offset_entry_error(ctx, topic, p)
+        if invalid is not ErrorCode.none:
+            return invalid
         cluster.offsets.commit(
             group,
             (topic, p.partition_index),

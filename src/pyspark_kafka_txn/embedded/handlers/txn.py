@@ -11,10 +11,10 @@ from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import (
-    OFFSET_METADATA_MAX_BYTES,
     OFFSETS_TOPIC,
     coordinator_partition,
 )
+from pyspark_kafka_txn.embedded.handlers.groups import offset_entry_error
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
@@ -311,10 +311,9 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
             return top_error
         if topic not in readable:
             return ErrorCode.topic_authorization_failed
-        if cluster.partition(topic, p.partition_index) is None:
-            return ErrorCode.unknown_topic_or_partition
-        if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
-            return ErrorCode.offset_metadata_too_large
+        invalid = offset_entry_error(ctx, topic, p)
+        if invalid is not ErrorCode.none:
+            return invalid
         cluster.offsets.stage(
             group,
             req.producer_id,

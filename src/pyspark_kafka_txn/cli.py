@@ -242,21 +242,22 @@ def _initial_producer_epoch(text: str) -> int:
     """``--initial-producer-epoch``: an integer the embedded cluster accepts."""
     from pyspark_kafka_txn.embedded.txn import check_initial_producer_epoch
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     try:
         return check_initial_producer_epoch(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _int_at_least(text: str, least: int) -> int:
+def _integer(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _int_at_least(text: str, least: int) -> int:
+    value = _integer(text)
     if value < least:
         raise argparse.ArgumentTypeError(f"must be >= {least}, got {text}")
     return value

@@ -124,15 +124,12 @@ def create_topics(
             code = res.error_code
             if code == ErrorCode.topic_already_exists and exist_ok:
                 continue
-            denied = authorization_error(
+            _raise_for(
                 code,
                 "CreateTopics",
                 {RESOURCE_TOPIC: ("CREATE", str(res.name))},
+                f"CreateTopics({res.name}): {res.error_message or ''}",
             )
-            if denied is not None:
-                raise denied
-            if code != ErrorCode.none:
-                raise BrokerError(code, f"CreateTopics({res.name}): {res.error_message or ''}")
 
     cluster.retrying("CreateTopics", call)
 
@@ -164,15 +161,12 @@ def describe_broker_configs(
         )
         out: dict[str, str | None] = {}
         for result in body.results:
-            denied = authorization_error(
+            _raise_for(
                 result.error_code,
                 "DescribeConfigs",
                 {RESOURCE_CLUSTER: ("DESCRIBE_CONFIGS", CLUSTER_NAME)},
+                f"DescribeConfigs({result.error_message})",
             )
-            if denied is not None:
-                raise denied
-            if result.error_code != ErrorCode.none:
-                raise BrokerError(result.error_code, f"DescribeConfigs({result.error_message})")
             for entry in result.configs:
                 out[str(entry.name)] = entry.value
         return out
@@ -230,15 +224,12 @@ def describe_transactions(
             (state,) = _decode_describe_transactions_v0(frame, pos)
             if state.code == ErrorCode.transactional_id_not_found:
                 return None
-            denied = authorization_error(
+            _raise_for(
                 state.code,
                 "DescribeTransactions",
                 {RESOURCE_TRANSACTIONAL_ID: ("DESCRIBE", tid)},
+                f"DescribeTransactions({tid!r})",
             )
-            if denied is not None:
-                raise denied
-            if state.code != ErrorCode.none:
-                raise BrokerError(state.code, f"DescribeTransactions({tid!r})")
             return state.description
 
         out[tid] = cluster.coordinator_call(TRANSACTION, tid, "DescribeTransactions", call)
@@ -286,20 +277,14 @@ def fetch_offsets(
         )
         top = getattr(body, "error_code", ErrorCode.none)
         needs = {RESOURCE_GROUP: ("DESCRIBE", group_id)}
-        denied = authorization_error(top, "OffsetFetch", needs)
-        if denied is not None:
-            raise denied
-        if top != ErrorCode.none:
-            raise BrokerError(top, f"OffsetFetch({group_id!r})")
+        _raise_for(top, "OffsetFetch", needs, f"OffsetFetch({group_id!r})")
         out: dict[tuple[str, int], CommittedOffset] = {}
         for topic in body.topics:
             for res in topic.partitions:
                 needs[RESOURCE_TOPIC] = ("DESCRIBE", str(topic.name))
-                denied = authorization_error(res.error_code, "OffsetFetch", needs)
-                if denied is not None:
-                    raise denied
-                if res.error_code != ErrorCode.none:
-                    raise BrokerError(res.error_code, f"OffsetFetch({group_id!r}, {topic.name})")
+                _raise_for(
+                    res.error_code, "OffsetFetch", needs, f"OffsetFetch({group_id!r}, {topic.name})"
+                )
                 out[(str(topic.name), int(res.partition_index))] = CommittedOffset(
                     int(res.committed_offset), res.metadata
                 )
@@ -365,20 +350,30 @@ def commit_offsets(
         )
         for topic in body.topics:
             for res in topic.partitions:
-                denied = authorization_error(
+                _raise_for(
                     res.error_code,
                     "OffsetCommit",
-                    {
-                        RESOURCE_GROUP: ("READ", group_id),
-                        RESOURCE_TOPIC: ("READ", str(topic.name)),
-                    },
+                    {RESOURCE_GROUP: ("READ", group_id), RESOURCE_TOPIC: ("READ", str(topic.name))},
+                    f"OffsetCommit({group_id!r}, {topic.name})",
                 )
-                if denied is not None:
-                    raise denied
-                if res.error_code != ErrorCode.none:
-                    raise BrokerError(res.error_code, f"OffsetCommit({group_id!r}, {topic.name})")
 
     cluster.coordinator_call(GROUP, group_id, "OffsetCommit", call)
+
+
+def _raise_for(
+    code: ErrorCode, api: str, needs: Mapping[str, tuple[str, str]], context: str
+) -> None:
+    """Raise for an admin response's error code (nothing for NONE).
+
+    An authorization code raises :class:`AuthorizationError` naming what ``api`` needs
+    (``needs``, as :func:`authorization_error` takes it); any other, :class:`BrokerError`
+    with ``context``.
+    """
+    denied = authorization_error(code, api, needs)
+    if denied is not None:
+        raise denied
+    if code != ErrorCode.none:
+        raise BrokerError(code, context)
 
 
 @dataclass(frozen=True, slots=True)

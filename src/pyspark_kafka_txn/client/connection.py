@@ -37,6 +37,7 @@ from pyspark_kafka_txn.client.errors import (
     ProtocolError,
 )
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
+from pyspark_kafka_txn.kio_entities import build
 
 __all__ = [
     "API_VERSIONS",
@@ -59,7 +60,6 @@ _CID_ERR = struct.Struct(">ih")
 
 _READERS: dict[type[Any], Any] = {}
 _WRITERS: dict[type[Any], Any] = {}
-_FIELDS: dict[type[Any], frozenset[str]] = {}
 
 
 def _tls_failure(exc: ssl.SSLError) -> str:
@@ -89,14 +89,6 @@ def _writer(cls: type[Any]) -> Any:
     if writer is None:
         writer = _WRITERS[cls] = entity_writer(cls)
     return writer
-
-
-def build(cls: type[Any], **fields: Any) -> Any:
-    """Instantiate a kio entity, dropping keyword arguments that this version lacks."""
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
-    return cls(**{k: v for k, v in fields.items() if k in names})
 
 
 def request_entity(api_key: int, version: int, entity: str, /, **fields: Any) -> Any:

@@ -8,18 +8,15 @@ NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR; the next lookup asks the cluster again
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 
-from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig
+from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig, request_entity
 from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
@@ -192,13 +189,11 @@ class ClusterClient:
         """Send a Metadata request for ``topics`` (None = all) and update the caches."""
         conn = self.any_connection()
         version = conn.version(METADATA, 1, 12)
-        names = None if topics is None else [{"name": t} for t in topics]
         req_topics = None
-        if names is not None:
-            mod = load_payload_module(METADATA, version, EntityType.request)
+        if topics is not None:
             req_topics = tuple(
-                mod.MetadataRequestTopic(**_only(mod.MetadataRequestTopic, n, topic_id=None))
-                for n in names
+                request_entity(METADATA, version, "MetadataRequestTopic", name=t, topic_id=None)
+                for t in topics
             )
         body = conn.request(
             METADATA,
@@ -338,9 +333,3 @@ class ClusterClient:
                 raise
 
         return self.retrying(what, attempt)
-
-
-def _only(cls: type[Any], fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    merged = {**extra, **fields}
-    return {k: v for k, v in merged.items() if k in names}

@@ -43,7 +43,6 @@ import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
@@ -55,7 +54,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
-from pyspark_kafka_txn.client.connection import Connection
+from pyspark_kafka_txn.client.connection import Connection, build
 from pyspark_kafka_txn.client.ending import (
     PreparedTransaction,
     end_transaction,
@@ -489,23 +488,17 @@ class TransactionalProducer:
             top = 5 if self.transaction_version >= 2 else 4
             version = conn.version(TXN_OFFSET_COMMIT, 0, top)
             mod = load_payload_module(TXN_OFFSET_COMMIT, version, EntityType.request)
-            part_cls = mod.TxnOffsetCommitRequestPartition
-            part_fields = {f.name for f in fields(part_cls)}
             topics = tuple(
-                mod.TxnOffsetCommitRequestTopic(
+                build(
+                    mod.TxnOffsetCommitRequestTopic,
                     name=t,
                     partitions=tuple(
-                        part_cls(
-                            **{
-                                k: v
-                                for k, v in {
-                                    "partition_index": p,
-                                    "committed_offset": o,
-                                    "committed_leader_epoch": -1,
-                                    "committed_metadata": metadata,
-                                }.items()
-                                if k in part_fields
-                            }
+                        build(
+                            mod.TxnOffsetCommitRequestPartition,
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_leader_epoch=-1,  # v2+
+                            committed_metadata=metadata,
                         )
                         for p, o in ps
                     ),

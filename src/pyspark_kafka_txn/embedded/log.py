@@ -95,6 +95,22 @@ class ProducerEntry:
             self.batches.clear()
             self.epoch = epoch
 
+    def record_batch(self, header: BatchHeader, base: int, max_timestamp: int) -> None:
+        """Remember a batch of this producer stored at ``base`` (appended or recovered)."""
+        self.set_epoch(header.producer_epoch)
+        self.batches.append(
+            BatchMeta(
+                header.base_sequence,
+                header.last_sequence,
+                base,
+                base + header.last_offset_delta,
+                max_timestamp,
+            )
+        )
+        self.last_timestamp = max_timestamp
+        if header.is_transactional and self.txn_first_offset is None:
+            self.txn_first_offset = base
+
 
 class AbortedTxn(NamedTuple):
     """An entry of the aborted-transaction index."""
@@ -228,19 +244,7 @@ class PartitionLog:
             if entry is None:
                 entry = ProducerEntry()
                 self.producers[pid] = entry
-            entry.set_epoch(header.producer_epoch)
-            entry.batches.append(
-                BatchMeta(
-                    header.base_sequence,
-                    header.last_sequence,
-                    base,
-                    base + header.last_offset_delta,
-                    max_timestamp,
-                )
-            )
-            entry.last_timestamp = max_timestamp
-            if header.is_transactional and entry.txn_first_offset is None:
-                entry.txn_first_offset = base
+            entry.record_batch(header, base, max_timestamp)
         return AppendResult(base, log_append_time, False)
 
     def _check_producer(
@@ -391,20 +395,9 @@ class PartitionLog:
                 commit = control_type(chunk, next(iter_headers(chunk))) == CONTROL_COMMIT
                 self._apply_marker(pid, header.producer_epoch, commit, -1, base)
             elif pid >= 0:
-                entry = self.producers.setdefault(pid, ProducerEntry())
-                entry.set_epoch(header.producer_epoch)
-                entry.batches.append(
-                    BatchMeta(
-                        header.base_sequence,
-                        header.last_sequence,
-                        base,
-                        base + header.last_offset_delta,
-                        header.max_timestamp,
-                    )
+                self.producers.setdefault(pid, ProducerEntry()).record_batch(
+                    header, base, header.max_timestamp
                 )
-                entry.last_timestamp = header.max_timestamp
-                if header.is_transactional and entry.txn_first_offset is None:
-                    entry.txn_first_offset = base
 
     # --- reads --------------------------------------------------------------------
 

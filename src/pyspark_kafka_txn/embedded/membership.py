@@ -43,6 +43,7 @@ offsets (a "simple" group of assign-only consumers) exists in the Empty state, a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -323,16 +324,9 @@ class GroupMembership:
         complete(old.join_future, JoinResult(error=ErrorCode.fenced_instance_id, member_id=old_id))
         complete(old.sync_future, SyncResult(error=ErrorCode.fenced_instance_id))
         self._timers.cancel_session(group.group_id, old_id)
-        member = Member(
-            member_id=new_id,
-            group_instance_id=old.group_instance_id,
-            client_id=old.client_id,
-            client_host=old.client_host,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
-            session_timeout_ms=old.session_timeout_ms,
-            protocol_type=old.protocol_type,
-            protocols=old.protocols,
-            assignment=old.assignment,
+        # The old member under its new id, with no JoinGroup/SyncGroup parked.
+        member = dataclasses.replace(
+            old, member_id=new_id, join_future=None, sync_future=None, is_new=False
         )
         group.members[new_id] = member
         if group.leader_id == old_id:

@@ -2,15 +2,17 @@
 
 kio decodes and encodes every request/response body; this module adds what a broker
 needs around it: the request header, the response header (ApiVersions always uses
-response header v0), cached readers/writers, and :func:`build`, which constructs a
-response entity from keyword arguments while dropping the fields that the negotiated
-version does not have (field sets differ between versions of the same API).
+response header v0), cached readers/writers, and :func:`build` (from
+:mod:`pyspark_kafka_txn.kio_entities`), which constructs a response entity from keyword
+arguments: a field the negotiated version lacks is dropped when another version of the
+entity has it (field sets differ between versions of the same API) and raises
+:class:`~pyspark_kafka_txn.kio_entities.UnknownFieldError` when no version has it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -21,6 +23,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from pyspark_kafka_txn.kio_entities import build, field_names
+
 __all__ = [
     "ErrorCode",
     "ProtocolDecodeError",
@@ -28,6 +32,7 @@ __all__ = [
     "build",
     "decode_request",
     "encode_response",
+    "partition_results",
     "response_module",
 ]
 
@@ -50,9 +55,6 @@ class Request:
     body: Any
 
 
-_FIELDS: dict[object, frozenset[str]] = {}
-
-
 # kio resolves a schema by importing its module path on every lookup; a broker looks up
 # the same few (api key, version) pairs for every request, so the codecs are cached.
 @cache
@@ -68,13 +70,6 @@ def _response_codec(api_key: int, version: int) -> tuple[Any, Any, Any]:
     resp_cls: Any = load_response_schema(api_key, version)
     hdr_cls = resp_cls.__header_schema__
     return hdr_cls, entity_writer(hdr_cls), entity_writer(resp_cls)
-
-
-def _field_names(cls: Any) -> frozenset[str]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
-    return names
 
 
 @cache
@@ -142,15 +137,43 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return out.frame()
 
 
-def build(cls: type[Any], **fields: Any) -> Any:
-    """Instantiate a kio entity, ignoring keyword arguments this version lacks."""
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in fields.items() if k in names})
+def partition_results(
+    topics: Iterable[Any],
+    topic_cls: type[Any],
+    partition_cls: type[Any],
+    code_for: Callable[[str, Any], ErrorCode],
+    **partition_fields: Any,
+) -> tuple[Any, ...]:
+    """One result per requested partition, grouped by topic, in request order.
+
+    Each request topic (``name``, ``partitions``) gives a ``topic_cls`` named like it; each
+    of its partitions (``partition_index``) a ``partition_cls`` with the same index,
+    ``error_code=code_for(topic name, request partition)`` (called once per entry, in
+    request order) and ``partition_fields``. For the APIs whose results echo the request
+    topic by topic with one error code a partition (ListOffsets, OffsetCommit, OffsetDelete,
+    TxnOffsetCommit).
+    """
+    return tuple(
+        build(
+            topic_cls,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    error_code=code_for(topic.name, p),
+                    **partition_fields,
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
+    )
 
 
 def has_field(cls: type[Any], name: str) -> bool:
     """Whether the kio entity ``cls`` has a field called ``name``."""
-    return name in _field_names(cls)
+    return name in field_names(cls)
 
 
 def response_class(api_key: int, api_version: int) -> type[Any]:

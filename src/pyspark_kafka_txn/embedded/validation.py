@@ -286,6 +286,11 @@ def _scan(  # noqa: C901 - the hot path is inlined on purpose (no per-field call
     This is the broker's per-record hot path: one- and two-byte varints are decoded
     inline, lengths are compared in their zig-zag form (``2n`` for ``n >= 0``, odd
     for negatives, ``1`` for -1) and nothing is allocated per record.
+
+    Deliberate repeat (hot path): the same inline varint decode stands five times below,
+    for the record length, the timestamp delta, the offset delta, the key length and the
+    value length; a helper call per field costs more than
+    the decode. Change one, change all five; :func:`_uvarint` is their shared slow path.
     """
     expected = 0  # the next offset delta in zig-zag form: twice the record's index
     ts_max = 0

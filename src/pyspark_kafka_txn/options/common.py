@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pyspark_kafka_txn.errors import ConfigError
 
@@ -22,6 +22,7 @@ __all__ = [
     "TopicPartition",
     "is_secret",
     "redact",
+    "redacted_repr",
 ]
 
 KAFKA_PREFIX = "kafka."
@@ -78,6 +79,19 @@ def redact(params: Mapping[str, str]) -> dict[str, str]:
     return {k: (_REDACTED if is_secret(k) else v) for k, v in params.items()}
 
 
+def redacted_repr(options: Any, secret_field: str) -> str:
+    """``Class(field=value, ...)`` of an options dataclass, ``secret_field`` redacted.
+
+    ``secret_field`` holds the Kafka client settings (SASL passwords among them); every
+    other field is shown as its ``repr``.
+    """
+    shown = ", ".join(
+        f"{name}={redact(value) if name == secret_field else value!r}"
+        for name, value in ((name, getattr(options, name)) for name in options.__dataclass_fields__)
+    )
+    return f"{type(options).__name__}({shown})"
+
+
 class OptionView(Mapping[str, str]):
     """Read-only, case-insensitive view of the options a user gave.
 
@@ -127,31 +141,28 @@ class OptionView(Mapping[str, str]):
         shown = "(redacted)" if is_secret(name) else f"'{value}'"
         return ConfigError(f"Invalid value {shown} for option '{self.spelled(name)}', {must}")
 
+    def _int_at_least(self, name: str, value: str, minimum: int, must: str) -> int:
+        try:
+            parsed = int(value.strip())
+        except ValueError:
+            parsed = minimum - 1
+        if parsed < minimum:
+            raise self._invalid(name, value, must)
+        return parsed
+
     def positive_int(self, name: str) -> int | None:
         """A positive integer, or None when not given."""
         value = self.get(name)
         if value is None:
             return None
-        try:
-            parsed = int(value.strip())
-        except ValueError:
-            parsed = 0
-        if parsed <= 0:
-            raise self._invalid(name, value, "must be a positive integer")
-        return parsed
+        return self._int_at_least(name, value, 1, "must be a positive integer")
 
     def non_negative_int(self, name: str, default: int) -> int:
         """A non-negative integer, ``default`` when not given."""
         value = self.get(name)
         if value is None:
             return default
-        try:
-            parsed = int(value.strip())
-        except ValueError:
-            parsed = -1
-        if parsed < 0:
-            raise self._invalid(name, value, "must be a non-negative integer")
-        return parsed
+        return self._int_at_least(name, value, 0, "must be a non-negative integer")
 
     def boolean(self, name: str, default: bool) -> bool:
         """``true`` / ``false`` (any case), ``default`` when not given."""

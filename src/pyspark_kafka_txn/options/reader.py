@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redact
+from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redacted_repr
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
 from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
@@ -190,11 +190,7 @@ class ReaderOptions:
     kafka_params: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{name}={redact(value) if name == 'kafka_params' else value!r}"
-            for name, value in ((name, getattr(self, name)) for name in self.__dataclass_fields__)
-        )
-        return f"ReaderOptions({shown})"
+        return redacted_repr(self, "kafka_params")
 
     __str__ = __repr__
 

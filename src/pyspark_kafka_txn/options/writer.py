@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options.common import OptionView, redact
+from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import client_options
 from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
@@ -149,11 +149,7 @@ class WriterOptions:
     client_options: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{name}={redact(value) if name == 'client_options' else value!r}"
-            for name, value in ((name, getattr(self, name)) for name in self.__dataclass_fields__)
-        )
-        return f"WriterOptions({shown})"
+        return redacted_repr(self, "client_options")
 
     __str__ = __repr__
 

@@ -12,7 +12,12 @@ from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.log import PartitionLog
-from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    build,
+    partition_results,
+    response_module,
+)
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, prepare_client_batch
 from pyspark_kafka_txn.embedded.wire import (
@@ -554,23 +559,14 @@ def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 def list_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """ListOffsets: every partition fails with ``code``."""
     mod = response_module(LIST_OFFSETS, ctx.version)
-    topics = tuple(
-        build(
-            mod.ListOffsetsTopicResponse,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.ListOffsetsPartitionResponse,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                    timestamp=-1,
-                    offset=-1,
-                    leader_epoch=-1,
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
+    topics = partition_results(
+        req.topics,
+        mod.ListOffsetsTopicResponse,
+        mod.ListOffsetsPartitionResponse,
+        lambda _topic, _p: code,
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
     )
     return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
 

@@ -7,7 +7,12 @@ from typing import Any
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
-from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    build,
+    partition_results,
+    response_module,
+)
 from pyspark_kafka_txn.embedded.wire import (
     COORDINATOR_GROUP,
     OFFSET_COMMIT,
@@ -25,6 +30,17 @@ def _group_error(ctx: Context, group: str | None) -> ErrorCode:
         return ErrorCode.invalid_group_id
     if ctx.cluster.coordinator(COORDINATOR_GROUP, group) != ctx.node_id:
         return ErrorCode.not_coordinator
+    return ErrorCode.none
+
+
+def offset_entry_error(ctx: Context, topic: str, p: Any) -> ErrorCode:
+    """What OffsetCommit and TxnOffsetCommit check of one offset of a permitted topic: the
+    partition exists (UNKNOWN_TOPIC_OR_PARTITION) and its metadata fits
+    (OFFSET_METADATA_TOO_LARGE)."""
+    if ctx.cluster.partition(topic, p.partition_index) is None:
+        return ErrorCode.unknown_topic_or_partition
+    if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
+        return ErrorCode.offset_metadata_too_large
     return ErrorCode.none
 
 
@@ -58,35 +74,28 @@ def offset_commit(ctx: Context, req: Any) -> Any:
         )
         if top is ErrorCode.group_id_not_found and ctx.version < 9:
             top = ErrorCode.illegal_generation  # pre-v9 clients know no GROUP_ID_NOT_FOUND
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for p in topic.partitions:
-            code = top if topic.name in allowed else ErrorCode.topic_authorization_failed
-            if code is ErrorCode.none:
-                if cluster.partition(topic.name, p.partition_index) is None:
-                    code = ErrorCode.unknown_topic_or_partition
-                elif len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
-                    code = ErrorCode.offset_metadata_too_large
-                else:
-                    cluster.offsets.commit(
-                        group,
-                        (topic.name, p.partition_index),
-                        p.committed_offset,
-                        getattr(p, "committed_leader_epoch", -1),
-                        p.committed_metadata,
-                    )
-            parts.append(
-                build(
-                    mod.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                )
-            )
-        topics.append(
-            build(mod.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
+
+    def commit(topic: str, p: Any) -> ErrorCode:
+        if topic not in allowed:
+            return ErrorCode.topic_authorization_failed
+        if top is not ErrorCode.none:
+            return top
+        invalid = offset_entry_error(ctx, topic, p)
+        if invalid is not ErrorCode.none:
+            return invalid
+        cluster.offsets.commit(
+            group,
+            (topic, p.partition_index),
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
         )
-    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+        return ErrorCode.none
+
+    topics = partition_results(
+        req.topics, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, commit
+    )
+    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def _fetch_group(
@@ -226,37 +235,28 @@ def offset_delete(ctx: Context, req: Any) -> Any:
         top = ErrorCode.group_id_not_found
     if top is not ErrorCode.none:
         return _offset_delete_error(ctx, req, top)
-    topics = []
-    for topic in req.topics:
-        allowed = _topic_allowed(ctx, Operation.READ, topic.name)
-        subscribed = cluster.membership.subscribes_to(group, topic.name)
-        parts = []
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if not allowed:
-                code = ErrorCode.topic_authorization_failed
-            elif cluster.partition(*tp) is None:
-                code = ErrorCode.unknown_topic_or_partition
-            elif subscribed:
-                code = ErrorCode.group_subscribed_to_topic
-            else:
-                cluster.offsets.delete_offsets(group, [tp])
-                code = ErrorCode.none
-            parts.append(
-                build(
-                    mod.OffsetDeleteResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                )
-            )
-        topics.append(
-            build(mod.OffsetDeleteResponseTopic, name=topic.name, partitions=tuple(parts))
-        )
+    readable = {t.name for t in req.topics if _topic_allowed(ctx, Operation.READ, t.name)}
+    subscribed = {t.name for t in req.topics if cluster.membership.subscribes_to(group, t.name)}
+
+    def delete(topic: str, p: Any) -> ErrorCode:
+        tp = (topic, p.partition_index)
+        if topic not in readable:
+            return ErrorCode.topic_authorization_failed
+        if cluster.partition(*tp) is None:
+            return ErrorCode.unknown_topic_or_partition
+        if topic in subscribed:
+            return ErrorCode.group_subscribed_to_topic
+        cluster.offsets.delete_offsets(group, [tp])
+        return ErrorCode.none
+
+    topics = partition_results(
+        req.topics, mod.OffsetDeleteResponseTopic, mod.OffsetDeleteResponsePartition, delete
+    )
     return build(
         mod.OffsetDeleteResponse,
         error_code=ErrorCode.none,
         throttle_time=NO_THROTTLE,
-        topics=tuple(topics),
+        topics=topics,
     )
 
 
@@ -268,20 +268,11 @@ def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 def offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """OffsetCommit: every partition fails with ``code`` (nothing committed)."""
     mod = response_module(OFFSET_COMMIT, ctx.version)
-    topics = tuple(
-        build(
-            mod.OffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
+    topics = partition_results(
+        req.topics,
+        mod.OffsetCommitResponseTopic,
+        mod.OffsetCommitResponsePartition,
+        lambda _topic, _p: code,
     )
     return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 

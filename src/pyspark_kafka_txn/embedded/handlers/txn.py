@@ -11,11 +11,16 @@ from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import INTERNAL_TOPICS
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.groups import (
-    OFFSET_METADATA_MAX_BYTES,
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
+from pyspark_kafka_txn.embedded.handlers.groups import offset_entry_error
+from pyspark_kafka_txn.embedded.protocol import (
+    ErrorCode,
+    build,
+    partition_results,
+    response_module,
+)
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 from pyspark_kafka_txn.embedded.wire import (
     ADD_OFFSETS_TO_TXN,
@@ -306,10 +311,9 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
             return top_error
         if topic not in readable:
             return ErrorCode.topic_authorization_failed
-        if cluster.partition(topic, p.partition_index) is None:
-            return ErrorCode.unknown_topic_or_partition
-        if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
-            return ErrorCode.offset_metadata_too_large
+        invalid = offset_entry_error(ctx, topic, p)
+        if invalid is not ErrorCode.none:
+            return invalid
         cluster.offsets.stage(
             group,
             req.producer_id,
@@ -329,20 +333,11 @@ def _txn_offset_commit_response(
     """TxnOffsetCommit response: one result per requested partition; ``code_for(topic,
     partition)`` is called once per entry, in request order."""
     mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
-    topics = tuple(
-        build(
-            mod.TxnOffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                build(
-                    mod.TxnOffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=code_for(topic.name, p),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in req.topics
+    topics = partition_results(
+        req.topics,
+        mod.TxnOffsetCommitResponseTopic,
+        mod.TxnOffsetCommitResponsePartition,
+        code_for,
     )
     return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 

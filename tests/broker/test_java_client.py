@@ -15,10 +15,12 @@ import uuid
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
+from tests.support.protocol import stable_offset_fetch_error
 
 
 def _served(caplog: pytest.LogCaptureFixture) -> set[tuple[str, int]]:
@@ -245,9 +247,20 @@ def test_send_offsets_staged_until_commit(
         assert any(p.startswith("__consumer_offsets-") for p in partitions)
         # Pending: RequireStable (classic consumer) gets UNSTABLE_OFFSET_COMMIT and retries
         # until its timeout; a plain OffsetFetch (Admin) still sees no committed offset.
+        asked = len(caplog.records)
         with pytest.raises(JavaClientError) as unstable:
             java.call("committed", group, source, 1, 1000)
         assert unstable.value.error == "TimeoutException"
+        # The timeout is the retried UNSTABLE_OFFSET_COMMIT, not a slow or silent broker:
+        # the broker answered OffsetFetch again and again, and answers a stable fetch so.
+        if kafka.embedded is not None:
+            fetches = [
+                r for r in caplog.records[asked:] if r.getMessage().startswith("api=OffsetFetch ")
+            ]
+            assert len(fetches) >= 2, fetches
+        assert stable_offset_fetch_error(kafka.bootstrap_servers, group, source) is (
+            ErrorCode.unstable_offset_commit
+        )
         assert java.call("groupoffsets", group, source, 1) == [None]
         java.call("commit", "eos")
         assert java.call("committed", group, source, 1, 10000) == [5]

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, raw_request, txn_producer, watermarks
+from tests.broker.clients import consume_all, txn_producer, watermarks
 from tests.conftest import KafkaTarget
+from tests.support.protocol import stable_offset_fetch_error
 
 
 def _tid() -> str:
@@ -125,33 +125,6 @@ def _committed(bs: str, group: str, topic: str, isolation: str, timeout: float =
         consumer.close()
 
 
-def _stable_fetch_error(kafka: KafkaTarget, group: str, topic: str) -> ErrorCode:
-    """Partition 0's error in a raw OffsetFetch v7 with RequireStable, from the group's
-    coordinator (every other broker answers NOT_COORDINATOR)."""
-    codes = []
-    for address in kafka.bootstrap_servers.split(","):
-        host, port = address.rsplit(":", 1)
-        answer = raw_request(
-            (host, int(port)),
-            9,
-            7,
-            offset_fetch_v7.OffsetFetchRequest(
-                group_id=offset_fetch_v7.GroupId(group),
-                topics=(
-                    offset_fetch_v7.OffsetFetchRequestTopic(
-                        name=offset_fetch_v7.TopicName(topic),
-                        partition_indexes=(offset_fetch_v7.i32(0),),
-                    ),
-                ),
-                require_stable=True,
-            ),
-        )
-        if answer.error_code is not ErrorCode.not_coordinator:
-            codes.append(answer.topics[0].partitions[0].error_code)
-    assert len(codes) == 1, codes
-    return ErrorCode(codes[0])
-
-
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_transactional_offsets_are_staged_until_the_marker(
     kafka: KafkaTarget, commit: bool
@@ -169,7 +142,8 @@ def test_transactional_offsets_are_staged_until_the_marker(
     member.close()
     # RequireStable cannot get the offset while the txn is open: the coordinator answers
     # UNSTABLE_OFFSET_COMMIT (asked directly), which librdkafka retries until its timeout.
-    assert _stable_fetch_error(kafka, group, topic) is ErrorCode.unstable_offset_commit
+    unstable = stable_offset_fetch_error(bs, group, topic)
+    assert unstable is ErrorCode.unstable_offset_commit
     with pytest.raises(KafkaException) as info:
         _committed(bs, group, topic, "read_committed", timeout=2)
     assert info.value.args[0].code() == KafkaError._TIMED_OUT, info.value

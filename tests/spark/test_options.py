@@ -38,10 +38,9 @@ def tp(topic: str, p: int) -> TopicPartition:
     return TopicPartition(topic, p)
 
 
-@pytest.mark.parametrize(("options", "named"), CASES, ids=[c[1] for c in CASES])
-def test_every_bad_option_is_named(
-    kafka: KafkaTarget, options: dict[str, str | None], named: str
-) -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_every_bad_option_is_named(kafka: KafkaTarget, case: str) -> None:
+    options, named = CASES[case]
     topic = kafka.create_topic(partitions=1)
     given = {
         "kafka.bootstrap.servers": kafka.bootstrap_servers,

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
@@ -141,7 +142,7 @@ def test_bad_input_columns_fail_at_start(
     spark: SparkSession, kafka: KafkaTarget, columns: str, named: str
 ) -> None:
     df = spark.createDataFrame([], columns)
-    with pytest.raises(Exception, match=named):
+    with pytest.raises(PySparkException, match=named):
         df.write.format("kafka_txn").option(
             "kafka.bootstrap.servers", kafka.bootstrap_servers
         ).mode("append").save()

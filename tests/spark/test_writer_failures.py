@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
@@ -66,7 +67,7 @@ def _leave_open(bootstrap: str, tid: str, topic: str, partition: int, value: byt
 
 def _fails(query: StreamingQuery, match: str) -> str:
     """Wait for ``query`` to fail with an error containing ``match``; return its text."""
-    with pytest.raises(Exception, match=match) as failure:
+    with pytest.raises(StreamingQueryException, match=match) as failure:
         query.awaitTermination(180)
     return str(failure.value)
 

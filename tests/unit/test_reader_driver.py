@@ -205,7 +205,13 @@ def test_no_stall_check(
 def test_lso_stall_option_is_validated() -> None:
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert parse_reader_options(base, streaming=True).lso_stall_warn_ms == 60_000
-    assert parse_reader_options({**base, "LSOSTALLWARNMS": "5"}, streaming=True).lso_stall_warn_ms
+    assert (
+        parse_reader_options({**base, "LSOSTALLWARNMS": "5"}, streaming=True).lso_stall_warn_ms == 5
+    )
+    # 0 turns the check off: it is kept as 0 (not replaced by the default).
+    assert (
+        parse_reader_options({**base, "lsoStallWarnMs": "0"}, streaming=True).lso_stall_warn_ms == 0
+    )
     for bad in ("-1", "1m", ""):
         with pytest.raises(ConfigError, match="lsoStallWarnMs"):
             parse_reader_options({**base, "lsoStallWarnMs": bad}, streaming=True)

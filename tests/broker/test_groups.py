@@ -33,6 +33,7 @@ from tests.conftest import KafkaTarget
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 OFFSET_COMMIT, FIND_COORDINATOR, DESCRIBE_GROUPS = 8, 10, 15
 MS = datetime.timedelta(milliseconds=1)
+HANG_S = 60.0  # hang detector, never a timing assertion
 Received = tuple[int, int, bytes]  # partition, offset, value
 
 
@@ -241,7 +242,7 @@ def _poll_until(
     consumers: dict[str, Consumer],
     done: Callable[[], bool],
     received: dict[str, list[Received]],
-    timeout_s: float = 15.0,
+    timeout_s: float = HANG_S,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -287,7 +288,6 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
     group = _group()
     assigned: dict[str, set[int]] = {}
     received: dict[str, list[Received]] = {}
-    started = time.monotonic()
     consumers = {name: _subscribe(bs, group, topic, assigned, name) for name in ("c1", "c2")}
     try:
         # Both members get two partitions each, disjoint.
@@ -296,7 +296,6 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
             lambda: len(assigned.get("c1", ())) == 2 and len(assigned.get("c2", ())) == 2,
             received,
         )
-        join_s = time.monotonic() - started
         assert assigned["c1"] | assigned["c2"] == {0, 1, 2, 3}
         # The admin view (DescribeGroups / ListGroups) agrees.
         admin = AdminClient({"bootstrap.servers": bs})
@@ -341,7 +340,6 @@ def test_librdkafka_group_split_rebalance_and_resume(kafka: KafkaTarget) -> None
         _poll_until(consumers, lambda: len(received.get("c3", ())) >= 4, received)
         _drain(consumers, received)
         assert sorted(v for _, _, v in received["c3"]) == [f"c-{p}-0".encode() for p in range(4)]
-        assert join_s < 10
     finally:
         for consumer in consumers.values():
             consumer.close()
@@ -573,7 +571,7 @@ def test_session_expiry_removes_silent_member() -> None:
                 silent_since = time.monotonic()
                 # b goes silent; a keeps its session alive until told to rejoin.
                 while (hb := await heartbeat(a, group, gen, first.member_id)) is ErrorCode.none:
-                    assert time.monotonic() - silent_since < 5
+                    assert time.monotonic() - silent_since < HANG_S
                     await asyncio.sleep(0.1)
                 assert hb is ErrorCode.rebalance_in_progress
                 assert time.monotonic() - silent_since >= 0.35

@@ -22,6 +22,8 @@ from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
 from tests.support.protocol import stable_offset_fetch_error
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 
 def _served(caplog: pytest.LogCaptureFixture) -> set[tuple[str, int]]:
     """(API name, version) of every request the embedded broker answered while captured."""
@@ -204,17 +206,17 @@ def test_transaction_timeout_aborts(kafka: KafkaTarget, java: JavaClient) -> Non
     tid = _tid()
     _producer(java, "slow", tid, "transaction.timeout.ms=1000")
     try:
+        before_begin = time.monotonic()
         java.call("begin", "slow")
         _send(java, "slow", topic, ["doomed"], 1)
         assert java.call("flush", "slow") == [[0, 0]]
         assert java.call("describetxn", tid)["timeoutMs"] == 1000
         assert java.call("endoffsets", topic, "read_committed", 1) == [0]
-        started = time.monotonic()
-        # The coordinator aborts: an ABORT marker follows the record and the LSO moves on.
-        _wait_stable(java, topic, 1, timeout_s=10.0)
-        waited = time.monotonic() - started
+        # The coordinator aborts: an ABORT marker follows the record and the LSO moves on,
+        # not before the transaction's timeout (counted from after begin()).
+        _wait_stable(java, topic, 1, timeout_s=HANG_S)
+        assert time.monotonic() - before_begin >= 1.0
         assert java.call("endoffsets", topic, "read_committed", 1) == [2]
-        assert waited < 5.0, f"abort of the timed-out transaction took {waited:.1f} s"
         # The server-side abort fenced (+1) and the TV2 abort bumped again (+1).
         assert _txn(java, tid) == ("CompleteAbort", 2, [])
         with pytest.raises(JavaClientError) as fenced:

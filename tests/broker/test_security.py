@@ -22,6 +22,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import consume_all, sasl_conf, txn_producer
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 USERS = {"alice": "alice-secret", "bob": "b0b,=pass"}
 
 
@@ -318,7 +320,7 @@ def test_librdkafka_reports_rejected_client_certificate(
     if cert is not None:
         pem = str(tls_files[cert])
         conf |= {"ssl.certificate.location": pem, "ssl.key.location": pem}
-    error, _ = _first_alert_within(conf, 30)  # librdkafka retries: a generous hang margin
+    error, _ = _first_alert_within(conf, HANG_S)  # librdkafka retries: a hang detector
     # With TLS 1.3 librdkafka's handshake is done when the alert comes, so it reports the
     # alert as a receive failure (_TRANSPORT), as against Kafka; in a TLS 1.2 handshake, _SSL.
     assert error.code() in (KafkaError._TRANSPORT, KafkaError._SSL), error.str()

@@ -20,6 +20,8 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.broker.clients import consume_all
 from tests.conftest import KafkaTarget
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 N = 400
 
 
@@ -115,7 +117,7 @@ def test_request_timeout_resends_without_duplicates(
     producer = _run_txn(kafka, topic, request_timeout_ms=500)
     producer.close()
     assert rule.hits == 1
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < HANG_S
     _assert_exactly_once(kafka, topic)
 
 

@@ -29,6 +29,8 @@ from tests.broker.clients import txn_producer, watermarks
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, tid, wait_lso_at_hwm
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 
 def stream_reader(bootstrap: str, topic: str | None, **options: str) -> KafkaStreamReader:
     subscribe = {} if topic is None else {"subscribe": topic}
@@ -144,18 +146,22 @@ def test_pinned_lso_is_warned_once_per_stall(
     reader = stream_reader(bs, topic, startingOffsets="earliest", lsoStallWarnMs="300")
     start = reader.initialOffset()
     caplog.set_level(logging.WARNING, logger="pyspark_kafka_txn.reader")
+    before_first_look = time.monotonic()
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end[topic] == {"0": 2, "1": 2}
     assert _stall_warnings(caplog) == []  # the LSO was only seen once
     time.sleep(0.4)
     assert reader.latestOffset(end, ReadAllAvailable()) == end
+    around_both_looks_s = time.monotonic() - before_first_look
     [warning] = _stall_warnings(caplog)
     assert f"Partition {topic}-0:" in warning
     assert "offset (LSO) 2 has not advanced for" in warning
     assert "high watermark is 5" in warning
     assert "lsoStallWarnMs=300" in warning
     stalled_s = float(warning.split("for ")[1].split(" s")[0])
-    assert 0.3 <= stalled_s < 5
+    # The stall reported is the time between the planner's two looks at the LSO: at least
+    # the threshold, at most what this test measured around both looks (%.1f rounding).
+    assert 0.3 <= stalled_s <= around_both_looks_s + 0.05, (stalled_s, around_both_looks_s)
     time.sleep(0.4)
     reader.latestOffset(end, ReadAllAvailable())
     assert len(_stall_warnings(caplog)) == 1  # once per stall; partition 1 never
@@ -338,7 +344,7 @@ def test_poll_timeout_bounds_a_range_that_cannot_finish(
     else:
         batches = list(read_range(options, beyond, group_id="g"))
         assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v0-3"]
-    assert 0.5 <= time.monotonic() - began < 5
+    assert 0.5 <= time.monotonic() - began < HANG_S
 
 
 def test_fetch_offset_retries(kafka: KafkaTarget, five_per_partition: tuple[str, int]) -> None:

@@ -95,26 +95,6 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
         consumer.close()
 
 
-def pinned_partitions(
-    bootstrap: str, topic: str, partitions: int
-) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
-    """Partitions whose LSO is below the high watermark (an open transaction pins it):
-    partition -> (read_committed, read_uncommitted) watermarks."""
-    out: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
-    for p in range(partitions):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
-        if committed != uncommitted:
-            out[p] = (committed, uncommitted)
-    return out
-
-
-def assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
-    """No open transaction pins the LSO of any partition of ``topic``."""
-    pinned = pinned_partitions(bootstrap, topic, partitions)
-    assert not pinned, f"{topic}: LSO pinned (read_committed vs uncommitted): {pinned}"
-
-
 def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Producer:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, **extra}

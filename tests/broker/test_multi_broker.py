@@ -25,7 +25,7 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import raw_produce, raw_request, txn_producer
-from tests.unit.batches import varint
+from tests.support.batches import varint
 
 BROKERS = 3
 

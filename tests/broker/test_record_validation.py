@@ -27,7 +27,7 @@ from tests.broker.clients import (
     watermarks,
 )
 from tests.conftest import KafkaTarget
-from tests.unit.test_record_validation import Rec, make_batch, many
+from tests.support.records import Rec, make_batch, many
 
 HOUR = 3_600_000
 

@@ -34,6 +34,7 @@ from pyspark_kafka_txn.writer.lingering import (
     abort_open_transaction,
     find_open_transactions,
 )
+from tests.support.lso import pinned_partitions
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -147,12 +148,6 @@ def _read_committed_to_end(
         consumer.close()
 
 
-def _lso_pinned(bootstrap: str, topic: str) -> bool:
-    lso = _high_watermarks(bootstrap, topic, "read_committed")
-    high = _high_watermarks(bootstrap, topic, "read_uncommitted")
-    return any(a < b for a, b in zip(lso, high, strict=True))
-
-
 def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["transactions", *argv])
     captured = capsys.readouterr()
@@ -184,7 +179,7 @@ def test_find_list_and_abort_a_lingering_transaction(
     other = _write(config(other_id), other_topic, _values("other"), commit=None)
     committed = _values("committed")
     _write(config(f"c-{run}"), topic, committed, commit=True)
-    assert _lso_pinned(bs, topic)  # the committed rows sit behind the open transaction
+    assert pinned_partitions(bs, topic, PARTITIONS)  # the committed rows sit behind it
 
     with ClusterClient(bs) as cluster:
         found = find_open_transactions(cluster, prefix)
@@ -221,7 +216,7 @@ def test_find_list_and_abort_a_lingering_transaction(
         capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix, "--dry-run"
     )
     assert code == 0 and out.startswith(f"would abort\t{lingering_id}\tOngoing")
-    assert _lso_pinned(bs, topic)
+    assert pinned_partitions(bs, topic, PARTITIONS)
 
     code, out, err = _run_cli(capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix)
     assert (code, err) == (0, "")

@@ -35,9 +35,10 @@ from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.broker.clients import assert_nothing_open, watermarks
+from tests.broker.clients import watermarks
 from tests.client.helpers import read_records
 from tests.conftest import KafkaTarget
+from tests.support.lso import assert_nothing_open
 
 TIMEOUT_MS = 60_000
 ROWS = 30

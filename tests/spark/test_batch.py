@@ -11,7 +11,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import is_remote
 
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import Interleaved, interleaved, reference_rows, to_df, values
+from tests.spark.kafka_data import reference_rows, to_df, values
+from tests.support.txns import Interleaved, interleaved
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

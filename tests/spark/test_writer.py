@@ -17,10 +17,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.aio_clients import consume_all as aio_consume_all
-from tests.broker.clients import assert_nothing_open, kcat_consume, kcat_path
+from tests.broker.clients import kcat_consume, kcat_path
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches, interleaved, reference_rows, values
+from tests.spark.kafka_data import committed_batches, reference_rows, values
 from tests.spark.writer_kit import pipeline
+from tests.support.lso import assert_nothing_open
+from tests.support.txns import interleaved
 
 
 def _prefix() -> str:

@@ -26,7 +26,6 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
-from tests.broker.clients import assert_nothing_open, pinned_partitions
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 from tests.spark.writer_kit import (
@@ -39,6 +38,7 @@ from tests.spark.writer_kit import (
     wait_until,
     while_held,
 )
+from tests.support.lso import assert_nothing_open, pinned_partitions
 
 
 def _prefix() -> str:

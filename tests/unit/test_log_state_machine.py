@@ -8,7 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pyspark_kafka_txn.embedded.log import READ_COMMITTED, READ_UNCOMMITTED, PartitionLog
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
-from tests.unit.batches import batch, decode_committed
+from tests.support.batches import batch, decode_committed
 
 PIDS = st.integers(min_value=1, max_value=4)
 

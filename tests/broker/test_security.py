@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError as AIOKafkaError
 from aiokafka.helpers import create_ssl_context
@@ -21,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import consume_all, sasl_conf, txn_producer
+from tests.support.tls import tls_files as make_tls_files
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -29,24 +29,15 @@ USERS = {"alice": "alice-secret", "bob": "b0b,=pass"}
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    root = tmp_path_factory.mktemp("tls")
-    files = {"ca": root / "ca.pem", "cert": root / "server.pem", "key": root / "server.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    for blob in cert.cert_chain_pems[1:]:
-        blob.write_to_path(str(files["cert"]), append=True)
-    other = trustme.CA()
-    files["wrong_ca"] = root / "wrong-ca.pem"
-    other.cert_pem.write_to_path(str(files["wrong_ca"]))
-    # Client certificates (key and chain in one PEM): one the brokers trust, one they do not.
-    files["client"], files["stranger"] = root / "client.pem", root / "stranger.pem"
-    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
-    stranger = other.issue_cert("client").private_key_and_cert_chain_pem
-    stranger.write_to_path(str(files["stranger"]))
-    return files
+    t = make_tls_files(tmp_path_factory.mktemp("tls"))
+    return {
+        "ca": t.ca,
+        "cert": t.cert,
+        "key": t.key,
+        "wrong_ca": t.wrong_ca,
+        "client": t.client,
+        "stranger": t.stranger,
+    }
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import trustme
 
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.connection import ConnectionConfig
@@ -35,6 +34,7 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import consume_all
+from tests.support.tls import tls_files
 
 
 def test_scram_sha256_rfc7677_exchange() -> None:
@@ -123,18 +123,14 @@ NOT_RETRIED_S = 30.0
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PEM files from trustme: CA, server cert (127.0.0.1), client certs, a foreign CA."""
-    root = tmp_path_factory.mktemp("tls")
-    ca, other = trustme.CA(), trustme.CA()
-    files = {name: str(root / f"{name}.pem") for name in ("ca", "server", "client", "wrong_ca")}
-    files["stranger"] = str(root / "stranger.pem")  # a client cert the brokers do not trust
-    ca.cert_pem.write_to_path(files["ca"])
-    other.cert_pem.write_to_path(files["wrong_ca"])
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
-        files["server"]
-    )
-    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["client"])
-    other.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["stranger"])
-    return files
+    t = tls_files(tmp_path_factory.mktemp("tls"))
+    return {
+        "ca": str(t.ca),
+        "server": str(t.server),
+        "client": str(t.client),
+        "wrong_ca": str(t.wrong_ca),
+        "stranger": str(t.stranger),  # a client cert the brokers do not trust
+    }
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-import trustme
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from cryptography.hazmat.primitives import serialization
@@ -58,6 +57,7 @@ from pyspark_kafka_txn.writer.ids import decision_group
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
 from tests.broker.clients import consume_messages
+from tests.support.tls import tls_files
 
 pytestmark = pytest.mark.own_spark
 
@@ -91,14 +91,10 @@ if _path:
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """CA, broker certificate and key, client certificate and its encrypted key (PEM)."""
     root = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    client = ca.issue_cert("client")
-    files = {name: root / f"{name}.pem" for name in ("ca", "cert", "key", "client", "client_key")}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    for i, blob in enumerate(server.cert_chain_pems):
-        blob.write_to_path(str(files["cert"]), append=i > 0)
+    t = tls_files(root)
+    client = t.authority.issue_cert("client")
+    files = {"ca": t.ca, "cert": t.cert, "key": t.key}
+    files |= {name: root / f"{name}-only.pem" for name in ("client", "client_key")}
     for i, blob in enumerate(client.cert_chain_pems):
         blob.write_to_path(str(files["client"]), append=i > 0)
     key = serialization.load_pem_private_key(client.private_key_pem.bytes(), password=None)

@@ -53,8 +53,9 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import first_address, raw_request, sasl_conf
+from tests.broker.clients import first_address, sasl_conf
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.protocol import raw_request
 from tests.support.tls import tls_files
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}

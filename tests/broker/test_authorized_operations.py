@@ -14,9 +14,9 @@ from confluent_kafka.admin import AclOperation, AdminClient
 from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
 
-from tests.broker.clients import raw_request
 from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
 
 TOPIC_OPS = {
     AclOperation.READ,

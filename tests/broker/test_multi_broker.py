@@ -24,8 +24,9 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.cluster import COORDINATOR_GROUP, COORDINATOR_TXN
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import raw_produce, raw_request, txn_producer
+from tests.broker.clients import txn_producer
 from tests.support.batches import varint
+from tests.support.protocol import raw_produce, raw_request
 
 BROKERS = 3
 

@@ -30,7 +30,6 @@ from tests.broker.clients import (
     free_port,
     kcat_consume,
     kcat_path,
-    raw_produce,
     start_cli_broker,
     stop_cli_broker,
     txn_producer,
@@ -38,6 +37,7 @@ from tests.broker.clients import (
 )
 from tests.broker.java_client import JavaClient
 from tests.support.lso import wait_lso_at_hwm
+from tests.support.protocol import raw_produce
 
 TOPIC = "data"
 BASE_SEQUENCE_POS = 53  # of a v2 batch header

@@ -32,7 +32,6 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import (
     consume_all,
     first_address,
-    raw_request,
     start_cli_broker,
     stop_cli_broker,
     txn_producer,
@@ -40,6 +39,7 @@ from tests.broker.clients import (
 from tests.broker.java_client import JavaClient
 from tests.client.helpers import prepare_in_subprocess
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -40,7 +40,7 @@ def _txn(java: JavaClient, tid: str) -> tuple[str, int, list[str]]:
 
     Waits out PrepareCommit/PrepareAbort: EndTxn is answered before the markers are written.
     """
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + HANG_S
     while True:
         d = java.call("describetxn", tid)
         if not d["state"].startswith("Prepare"):
@@ -67,8 +67,9 @@ def _values(records: list[list[Any]]) -> list[Any]:
     return [value for _, _, value in records]
 
 
-def _wait_stable(java: JavaClient, topic: str, partitions: int, timeout_s: float = 10.0) -> None:
-    """Wait until the LSO of every partition reaches its high watermark (markers written)."""
+def _wait_stable(java: JavaClient, topic: str, partitions: int, timeout_s: float = HANG_S) -> None:
+    """Wait until the LSO of every partition reaches its high watermark (markers written),
+    as the Java client sees them (tests.support.lso.wait_lso_at_hwm asks librdkafka)."""
     deadline = time.monotonic() + timeout_s
     while True:
         committed = java.call("endoffsets", topic, "read_committed", partitions)
@@ -80,7 +81,7 @@ def _wait_stable(java: JavaClient, topic: str, partitions: int, timeout_s: float
 
 
 def _wait_end(java: JavaClient, topic: str, isolation: str, expected: list[int]) -> None:
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + HANG_S
     while (got := java.call("endoffsets", topic, isolation, len(expected))) != expected:
         assert time.monotonic() < deadline, f"end offsets {got}, expected {expected}"
         time.sleep(0.05)
@@ -214,7 +215,7 @@ def test_transaction_timeout_aborts(kafka: KafkaTarget, java: JavaClient) -> Non
         assert java.call("endoffsets", topic, "read_committed", 1) == [0]
         # The coordinator aborts: an ABORT marker follows the record and the LSO moves on,
         # not before the transaction's timeout (counted from after begin()).
-        _wait_stable(java, topic, 1, timeout_s=HANG_S)
+        _wait_stable(java, topic, 1)
         assert time.monotonic() - before_begin >= 1.0
         assert java.call("endoffsets", topic, "read_committed", 1) == [2]
         # The server-side abort fenced (+1) and the TV2 abort bumped again (+1).

@@ -254,7 +254,7 @@ def test_init_producer_id_fences_and_aborts_a_2pc_transaction(
     else:
         first = _init_v6(bs, tid, enable_2pc=fencer == "v6-2pc")
         assert first.error_code == ErrorCode.concurrent_transactions
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_S
         while (again := _init_v6(bs, tid, enable_2pc=fencer == "v6-2pc")).error_code != 0:
             assert again.error_code == ErrorCode.concurrent_transactions
             assert time.monotonic() < deadline

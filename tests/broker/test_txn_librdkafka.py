@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import consume_all, txn_producer, watermarks
 from tests.conftest import KafkaTarget
+from tests.support.lso import HANG_S, wait_lso_at_hwm
 from tests.support.protocol import stable_offset_fetch_error
 
 
@@ -56,13 +57,7 @@ def test_interleaved_committed_aborted_open(kafka: KafkaTarget) -> None:
         assert watermarks(bs, topic, p, "read_committed")[1] == open_first[p]
         # ...while the committed records of b after it stay invisible.
     a.commit_transaction(10)
-    deadline = time.monotonic() + 5
-    while any(
-        watermarks(bs, topic, p, "read_committed") != watermarks(bs, topic, p, "read_uncommitted")
-        for p in (0, 1)
-    ):
-        assert time.monotonic() < deadline, "LSO did not reach the high watermark after commit"
-        time.sleep(0.05)
+    wait_lso_at_hwm(bs, topic, 2)
     after = consume_all(bs, topic, 2)
     assert sorted(v for _, _, v in after) == sorted(
         [f"c1-{i}".encode() for i in range(4)] + [b"open-0", b"open-1", b"c2-0", b"c2-1"]
@@ -104,7 +99,7 @@ def test_abandoned_transaction_is_aborted_at_timeout(kafka: KafkaTarget) -> None
     committed.produce(topic, value=b"later")
     committed.commit_transaction(10)
     assert watermarks(bs, topic, 0, "read_committed")[1] == 0  # pinned by the open txn
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while watermarks(bs, topic, 0, "read_committed")[1] == 0:
         assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
         time.sleep(0.1)
@@ -154,7 +149,7 @@ def test_transactional_offsets_are_staged_until_the_marker(
     else:
         producer.abort_transaction(10)
     expected = 42 if commit else -1001
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while True:
         try:
             got = _committed(bs, group, topic, "read_committed")

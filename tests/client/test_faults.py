@@ -72,7 +72,7 @@ def _run_txn(kafka: KafkaTarget, topic: str, **config: object) -> TransactionalP
 
 def _assert_exactly_once(kafka: KafkaTarget, topic: str) -> None:
     want = sorted(f"r{i}".encode() for i in range(N))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while True:
         got = sorted(v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 2))
         if got == want or time.monotonic() > deadline:
@@ -240,7 +240,7 @@ def test_random_faults_over_many_transactions(
     finally:
         embedded.clear_faults()
         producer.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while True:
         got = sorted(v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 3))
         if got == sorted(committed) or time.monotonic() > deadline:

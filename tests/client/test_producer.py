@@ -34,6 +34,8 @@ from tests.client.helpers import (
 )
 from tests.conftest import KafkaTarget
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -105,7 +107,7 @@ def test_committed_aborted_open_per_codec(kafka: KafkaTarget, codec: Compression
     assert read_records_aiokafka(bs, topic, 2, isolation="read_committed") == want_committed
     a.commit_transaction()
     want_all = by_partition(_expected(committed) + _expected(still_open))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while (got := read_records(bs, topic, 2, isolation="read_committed")) != want_all:
         assert time.monotonic() < deadline, got
         time.sleep(0.05)
@@ -269,7 +271,7 @@ def test_driver_ends_many_transactions_pipelined(kafka: KafkaTarget, tv: int) ->
     assert all(isinstance(r, tuple) for r in results.values())
     assert all(isinstance(r, tuple) for r in again.values())
     want = sorted(f"task{t}-{i}".encode() for t in range(12) if t != 3 for i in range(5))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while sorted(r[2] for r in read_records(bs, topic, 3, isolation="read_committed")) != want:
         assert time.monotonic() < deadline
         time.sleep(0.05)

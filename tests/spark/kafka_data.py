@@ -14,6 +14,8 @@ from pyspark_kafka_txn.schema import spark_schema
 from tests.broker.clients import txn_producer
 from tests.support.txns import tid
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 Row = tuple[Any, ...]
 
 
@@ -50,7 +52,7 @@ def reference_rows(
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         at_eof: set[int] = set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + HANG_S
         while len(at_eof) < partitions:
             assert time.monotonic() < deadline, "reference reader did not reach the end"
             msg = consumer.poll(0.1)

@@ -160,7 +160,9 @@ def _committed_values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
                 continue
             assert msg.error() is None, msg.error()
             values.append(msg.value())
-            position = msg.offset() + 1
+            offset = msg.offset()
+            assert offset is not None
+            position = offset + 1
         return values
     finally:
         consumer.close()

@@ -8,6 +8,7 @@ Asked for, they are every operation Kafka supports on the resource
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
@@ -78,7 +79,7 @@ def test_topic_and_cluster_operations_in_raw_metadata(kafka: KafkaTarget) -> Non
     topic = kafka.create_topic(partitions=1, prefix="ops")
     missing = f"missing-{uuid.uuid4().hex[:8]}"
 
-    def v10(topics: bool, cluster: bool) -> object:
+    def v10(topics: bool, cluster: bool) -> Any:
         return raw_request(
             _address(kafka),
             3,

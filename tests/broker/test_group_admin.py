@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -67,7 +68,7 @@ def _address(kafka: KafkaTarget) -> tuple[str, int]:
     return host, int(port)
 
 
-def _offset_delete(kafka: KafkaTarget, group: str, topic: str, partitions: list[int]) -> object:
+def _offset_delete(kafka: KafkaTarget, group: str, topic: str, partitions: list[int]) -> Any:
     return raw_request(
         _address(kafka),
         47,

@@ -38,7 +38,8 @@ def _admin_max(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
     )
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.list_offsets(
-        {TopicPartition(topic, 0): OffsetSpec.max_timestamp()}, isolation_level=level
+        {TopicPartition(topic, 0): OffsetSpec.max_timestamp()},  # type: ignore[no-untyped-call]
+        isolation_level=level,
     )
     info = next(iter(futures.values())).result(30)
     return info.offset, info.timestamp

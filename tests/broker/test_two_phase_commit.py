@@ -132,7 +132,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
     """EndTxn through the raw protocol (this test process is not the producer)."""
     from kio.schema.end_txn.v5 import request as end_v5
 
-    body = end_v5.EndTxnRequest(
+    body: Any = end_v5.EndTxnRequest(
         transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
     )
     version = 5 if tv >= 2 else 4

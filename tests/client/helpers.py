@@ -9,12 +9,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
+
+from confluent_kafka import Message
 
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from tests.broker.clients import consume_messages
 
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+
+
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """A librdkafka message's headers (its stubs also allow a dict, never returned here)."""
+    return cast("list[tuple[str, bytes | None]]", message.headers() or [])
 
 
 def read_records(
@@ -24,10 +31,7 @@ def read_records(
     messages = consume_messages(
         bootstrap, topic, partitions, isolation=isolation, timeout_s=timeout_s
     )
-    return [
-        (m.partition() or 0, m.key(), m.value(), tuple((k, v) for k, v in (m.headers() or [])))
-        for m in messages
-    ]
+    return [(m.partition() or 0, m.key(), m.value(), tuple(_headers(m))) for m in messages]
 
 
 def read_records_aiokafka(

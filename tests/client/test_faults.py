@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -56,7 +57,7 @@ def _run_txn(kafka: KafkaTarget, topic: str, **config: object) -> TransactionalP
             f"fx-{uuid.uuid4().hex[:10]}",
             batch_size=600,
             retry_backoff_ms=10,
-            **config,  # type: ignore[arg-type]
+            **config,
         )
     )
     try:
@@ -99,7 +100,9 @@ def _assert_exactly_once(kafka: KafkaTarget, topic: str) -> None:
     ],
 )
 @pytest.mark.parametrize("tv", [1, 2])
-def test_produce_faults(kafka: KafkaTarget, embedded: EmbeddedKafka, arm, tv: int) -> None:
+def test_produce_faults(
+    kafka: KafkaTarget, embedded: EmbeddedKafka, arm: Callable[[EmbeddedKafka], Any], tv: int
+) -> None:
     topic = kafka.create_topic(partitions=2)
     rule = arm(embedded)
     producer = _run_txn(kafka, topic, transaction_version=tv)

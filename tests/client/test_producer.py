@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -45,7 +46,7 @@ def _tid() -> str:
 
 def _producer(kafka: KafkaTarget, **kw: object) -> TransactionalProducer:
     producer = TransactionalProducer(
-        ProducerConfig(kafka.bootstrap_servers, kw.pop("tid", None) or _tid(), **kw)  # type: ignore[arg-type]
+        ProducerConfig(kafka.bootstrap_servers, kw.pop("tid", None) or _tid(), **kw)
     )
     producer.init_transactions()
     return producer
@@ -70,7 +71,7 @@ def _rows(tag: str, n: int) -> pa.RecordBatch:
     )
 
 
-def _expected(batch: pa.RecordBatch) -> list[tuple]:
+def _expected(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
     out = []
     for row in batch.to_pylist():
         hdrs = tuple((h["key"], h["value"]) for h in row["headers"])
@@ -96,7 +97,7 @@ def test_committed_aborted_open_per_codec(kafka: KafkaTarget, codec: Compression
     a.produce_arrow(topic, still_open)
     a.flush()
 
-    def by_partition(rows: list[tuple]) -> list[tuple]:
+    def by_partition(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return sorted(rows, key=lambda r: r[0])  # stable: keeps the order within a partition
 
     want_committed = by_partition(_expected(committed))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
@@ -58,12 +58,14 @@ def reference_rows(
             msg = consumer.poll(0.1)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_eof.add(msg.partition())
+            partition, offset, error = msg.partition(), msg.offset(), msg.error()
+            assert partition is not None and offset is not None
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                at_eof.add(partition)
                 continue
-            at_eof.discard(msg.partition())
-            if until is not None and msg.offset() >= until[msg.partition()]:
+            at_eof.discard(partition)
+            if until is not None and offset >= until[partition]:
                 continue
             ts_type, ts = msg.timestamp()
             row: Row = (
@@ -76,7 +78,7 @@ def reference_rows(
                 {1: 0, 2: 1}.get(ts_type, -1),
             )
             if headers:
-                hs = msg.headers()
+                hs = cast("list[tuple[str, bytes | None]] | None", msg.headers())
                 row += ([(k, v) for k, v in hs] if hs else None,)
             rows.append(row)
     finally:

@@ -197,7 +197,9 @@ def _committed(kafka: EmbeddedKafka, topic: str, partitions: int = 2) -> Counter
                 at_end.add(msg.partition())
                 continue
             at_end.discard(msg.partition())
-            seen[msg.value()] += 1
+            value = msg.value()
+            assert value is not None
+            seen[value] += 1
     finally:
         consumer.close()
     return seen

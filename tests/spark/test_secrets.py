@@ -37,6 +37,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pytest
@@ -50,6 +51,7 @@ from pyspark_kafka_txn.client.admin import fetch_offsets
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.errors import AuthenticationError, KafkaTxnError
 from pyspark_kafka_txn.options import parse_writer_options
+from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import read_decision
@@ -273,7 +275,8 @@ def test_secrets_stay_out_of_spark_logs_progress_and_kafka(
     for message in everything:
         _clean("an output record", message.key())
         _clean("an output record", message.value())
-        for key, value in message.headers() or []:
+        headers = cast("list[tuple[str, bytes | None]]", message.headers() or [])
+        for key, value in headers:
             _clean("an output header", key)
             _clean("an output header", value)
     groups = _group_metadata(secured, tls, prefix)
@@ -296,6 +299,7 @@ def test_secrets_stay_out_of_logs_messages_and_errors_in_process(
     options = {"kafka.bootstrap.servers": bs, "subscribe": source, **security}
     data = KafkaTxnDataSource({**options, "startingOffsets": "earliest"})
     reader = data.streamReader(data.schema())
+    assert isinstance(reader, KafkaStreamReader)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     read = [r for p in reader.partitions(start, end) for b in reader.read(p) for r in b.to_pylist()]

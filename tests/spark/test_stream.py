@@ -70,7 +70,9 @@ def test_micro_batches_stop_at_the_lso_and_resume_after_commit(
     assert end_offsets(first)[-1] == lso
     for end in end_offsets(first):
         assert all(o <= 6 for o in end[topic].values())
-    assert _offsets(first.lastProgress["sources"][0]["latestOffset"]) == lso
+    progress = first.lastProgress
+    assert progress is not None
+    assert _offsets(progress["sources"][0]["latestOffset"]) == lso
     assert values(sink.all_rows()) == [b"c1-0", b"c1-1", b"c1-2", b"c1-3"]
     before = set(sink.rows)
 

@@ -145,7 +145,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
     return int(raw_request(first_address(bootstrap), 26, version, body).error_code)
 
 
-def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:
+def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout_s
     while (got := [v for _, _, v in consume_all(bootstrap, topic, 1)]) != want:
         assert time.monotonic() < deadline, got

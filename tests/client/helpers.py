@@ -16,6 +16,8 @@ from confluent_kafka import Message
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from tests.broker.clients import consume_messages
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
@@ -105,7 +107,9 @@ def prepare_in_subprocess(
     return PreparedTransaction(tid, pid, epoch, version), two_phase
 
 
-def wait_for_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:
+def wait_for_values(
+    bootstrap: str, topic: str, want: list[bytes], timeout_s: float = HANG_S
+) -> None:
     """Wait until partition 0 of ``topic`` shows exactly ``want`` to read_committed readers
     (markers are written after EndTxn is answered, so visibility lags a little)."""
     deadline = time.monotonic() + timeout_s

@@ -25,6 +25,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.conftest import KafkaTarget
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 
 class _Client(Protocol):
     async def start(self) -> None: ...
@@ -140,7 +142,7 @@ async def wait_for(
     probe: Callable[[], Awaitable[T]],
     done: Callable[[T], bool],
     what: str,
-    timeout_s: float = 5.0,
+    timeout_s: float = HANG_S,
 ) -> T:
     """Poll ``probe`` until ``done`` holds for its result; fail with ``what`` on timeout."""
     deadline = time.monotonic() + timeout_s
@@ -153,7 +155,7 @@ async def wait_for(
 
 
 async def wait_stable(
-    bootstrap: str, topic: str, partitions: int, timeout_s: float = 5.0
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = HANG_S
 ) -> dict[int, int]:
     """Wait until no transaction is open or unmarked (LSO == HWM); return the offsets.
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
-import importlib
-import io
 import json
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -18,8 +14,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 
 
 def consume_messages(
@@ -95,26 +89,6 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tu
         consumer.close()
 
 
-def pinned_partitions(
-    bootstrap: str, topic: str, partitions: int
-) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
-    """Partitions whose LSO is below the high watermark (an open transaction pins it):
-    partition -> (read_committed, read_uncommitted) watermarks."""
-    out: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
-    for p in range(partitions):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
-        if committed != uncommitted:
-            out[p] = (committed, uncommitted)
-    return out
-
-
-def assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
-    """No open transaction pins the LSO of any partition of ``topic``."""
-    pinned = pinned_partitions(bootstrap, topic, partitions)
-    assert not pinned, f"{topic}: LSO pinned (read_committed vs uncommitted): {pinned}"
-
-
 def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Producer:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, **extra}
@@ -127,69 +101,6 @@ def first_address(bootstrap: str) -> tuple[str, int]:
     """``(host, port)`` of the first entry of a ``bootstrap.servers`` list."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     return host, int(port)
-
-
-def raw_request(address: tuple[str, int], api_key: int, version: int, body: Any) -> Any:
-    """Send one request over a fresh socket and return the decoded response body.
-
-    ``body`` is a kio request entity of ``api_key`` at ``version``; this is the
-    independent low-level client for the cases the libraries hide (e.g. which error a
-    given node answers, or a byte-exact retry of a stored batch).
-    """
-    req_cls = load_request_schema(api_key, version)
-    hdr_cls: Any = req_cls.__header_schema__
-    buf = io.BytesIO()
-    entity_writer(hdr_cls)(
-        buf,
-        hdr_cls(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=7,
-            client_id="raw-test",
-        ),
-    )
-    entity_writer(req_cls)(buf, body)
-    payload = buf.getvalue()
-    with socket.create_connection(address, timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            assert chunk, "connection closed before a response arrived"
-            data += chunk
-    resp_cls = load_response_schema(api_key, version)
-    header, used = entity_reader(resp_cls.__header_schema__)(data, 4)
-    assert header.correlation_id == 7
-    response, _ = entity_reader(resp_cls)(data, 4 + used)
-    return response
-
-
-def raw_produce(
-    address: tuple[str, int],
-    topic: str,
-    partition: int,
-    records: bytes,
-    *,
-    version: int = 9,
-    acks: int = -1,
-) -> Any:
-    """One Produce request of ``records`` (one partition, non-transactional) sent by
-    :func:`raw_request`; returns the partition's response entry."""
-    mod: Any = importlib.import_module(f"kio.schema.produce.v{version}.request")
-    body = mod.ProduceRequest(
-        transactional_id=None,
-        acks=mod.i16(acks),
-        timeout=mod.i32Timedelta.parse(datetime.timedelta(seconds=5)),
-        topic_data=(
-            mod.TopicProduceData(
-                name=mod.TopicName(topic),
-                partition_data=(
-                    mod.PartitionProduceData(index=mod.i32(partition), records=records),
-                ),
-            ),
-        ),
-    )
-    return raw_request(address, 0, version, body).responses[0].partition_responses[0]
 
 
 def free_port() -> int:

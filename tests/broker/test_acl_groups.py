@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import logging
-import socket
 import struct
 import time
 import uuid
@@ -50,14 +48,12 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import first_address, sasl_conf
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.protocol import RawClient, request_module
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 ALICE, BOB = "User:alice", "User:bob"
@@ -65,8 +61,8 @@ LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.BROKER
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP = 8, 9, 11, 12, 13
-SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, SASL_HANDSHAKE = 14, 15, 16, 17
-SASL_AUTHENTICATE, DELETE_GROUPS, OFFSET_DELETE = 36, 42, 47
+SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 14, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 NOT_ASKED = -(2**31)  # authorized_operations of a group that failed
 MS = datetime.timedelta(milliseconds=1)
 HANG_S = 60.0  # hang detector only
@@ -237,63 +233,10 @@ def _wait(condition: Callable[[], bool], what: str, poll: Callable[[], object]) 
         poll()
 
 
-# --- a raw kio client that authenticates with SASL/PLAIN -----------------------------------
-
-
-def req_mod(api_key: int, version: int) -> Any:
-    return load_payload_module(api_key, version, EntityType.request)
-
-
-class RawSasl:
-    """One connection authenticated as ``user``; :meth:`call` sends one request."""
-
-    def __init__(self, kafka: EmbeddedKafka, user: str) -> None:
-        self.sock = socket.create_connection(first_address(kafka.bootstrap_servers), HANG_S)
-        self.correlation = 0
-        handshake = self.call(SASL_HANDSHAKE, 1, mechanism="PLAIN")
-        assert handshake.error_code is ErrorCode.none, handshake
-        token = b"\0" + user.encode() + b"\0" + USERS[user].encode()
-        auth = self.call(SASL_AUTHENTICATE, 2, auth_bytes=token)
-        assert auth.error_code is ErrorCode.none, auth
-
-    def __enter__(self) -> RawSasl:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "connection closed before a response arrived"
-            data += chunk
-        return data
-
-    def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        req_cls: Any = load_request_schema(api_key, version)
-        hdr_cls: Any = req_cls.__header_schema__
-        self.correlation += 1
-        buf = io.BytesIO()
-        entity_writer(hdr_cls)(
-            buf,
-            hdr_cls(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=self.correlation,
-                client_id="raw-acl-test",
-            ),
-        )
-        entity_writer(req_cls)(buf, req_cls(**fields))
-        frame = buf.getvalue()
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", self._read(4))
-        data = self._read(size)
-        resp_cls: Any = load_response_schema(api_key, version)
-        header, used = entity_reader(resp_cls.__header_schema__)(data, 0)
-        assert header.correlation_id == self.correlation
-        body, _ = entity_reader(resp_cls)(data, used)
-        return body
+def _raw_as(kafka: EmbeddedKafka, user: str) -> RawClient:
+    """A raw connection authenticated as ``user`` (SASL/PLAIN)."""
+    address = first_address(kafka.bootstrap_servers)
+    return RawClient(address, sasl_plain=(user, USERS[user]), client_id="raw-acl-test")
 
 
 def _codes(topics: Any) -> dict[str, list[ErrorCode]]:
@@ -302,9 +245,9 @@ def _codes(topics: Any) -> dict[str, list[ErrorCode]]:
 
 
 def _raw_commit(
-    raw: RawSasl, group: str, topics: dict[str, list[int]], generation: int = -1
+    raw: RawClient, group: str, topics: dict[str, list[int]], generation: int = -1
 ) -> Any:
-    mod = req_mod(OFFSET_COMMIT, 9)
+    mod = request_module(OFFSET_COMMIT, 9)
     return raw.call(
         OFFSET_COMMIT,
         9,
@@ -330,8 +273,8 @@ def _raw_commit(
     )
 
 
-def _raw_offset_delete(raw: RawSasl, group: str, topics: dict[str, list[int]]) -> Any:
-    mod = req_mod(OFFSET_DELETE, 0)
+def _raw_offset_delete(raw: RawClient, group: str, topics: dict[str, list[int]]) -> Any:
+    mod = request_module(OFFSET_DELETE, 0)
     return raw.call(
         OFFSET_DELETE,
         0,
@@ -346,9 +289,9 @@ def _raw_offset_delete(raw: RawSasl, group: str, topics: dict[str, list[int]]) -
     )
 
 
-def _raw_join(raw: RawSasl, group: str) -> Any:
+def _raw_join(raw: RawClient, group: str) -> Any:
     """JoinGroup v5 of a new member (following MEMBER_ID_REQUIRED once)."""
-    mod = req_mod(JOIN_GROUP, 5)
+    mod = request_module(JOIN_GROUP, 5)
     member_id = ""
     for _ in range(2):
         resp = raw.call(
@@ -369,9 +312,9 @@ def _raw_join(raw: RawSasl, group: str) -> Any:
 
 
 def _raw_sync(
-    raw: RawSasl, group: str, generation: int, member_id: str, protocol: str | None = "range"
+    raw: RawClient, group: str, generation: int, member_id: str, protocol: str | None = "range"
 ) -> Any:
-    mod = req_mod(SYNC_GROUP, 5)
+    mod = request_module(SYNC_GROUP, 5)
     return raw.call(
         SYNC_GROUP,
         5,
@@ -385,7 +328,7 @@ def _raw_sync(
     )
 
 
-def _raw_heartbeat(raw: RawSasl, group: str, generation: int, member_id: str) -> ErrorCode:
+def _raw_heartbeat(raw: RawClient, group: str, generation: int, member_id: str) -> ErrorCode:
     resp = raw.call(
         HEARTBEAT,
         4,
@@ -398,8 +341,8 @@ def _raw_heartbeat(raw: RawSasl, group: str, generation: int, member_id: str) ->
     return code
 
 
-def _raw_leave(raw: RawSasl, group: str, member_id: str) -> Any:
-    mod = req_mod(LEAVE_GROUP, 5)
+def _raw_leave(raw: RawClient, group: str, member_id: str) -> Any:
+    mod = request_module(LEAVE_GROUP, 5)
     return raw.call(
         LEAVE_GROUP,
         5,
@@ -476,7 +419,7 @@ def test_offset_commit_rules_in_raw_requests(
     secured.create_topic(allowed, 1)
     secured.create_topic(refused, 1)
     group = _name("g")
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         resp = _raw_commit(raw, group, {refused: [0], allowed: [0], unknown: [0]})
         assert _codes(resp.topics) == {
             refused: [ErrorCode.group_authorization_failed],
@@ -590,8 +533,12 @@ def test_offset_fetch_rules_in_raw_requests(secured: EmbeddedKafka, acls: Acls) 
     _commit_as_admin(secured, allowed, {(shown, 0): 3, (hidden, 0): 8})
     acls.grant(GROUP, allowed, DESCRIBE)
     acls.grant(TOPIC, shown, DESCRIBE)
-    v7, v8, v1 = req_mod(OFFSET_FETCH, 7), req_mod(OFFSET_FETCH, 8), req_mod(OFFSET_FETCH, 1)
-    with RawSasl(secured, "alice") as raw:
+    v7, v8, v1 = (
+        request_module(OFFSET_FETCH, 7),
+        request_module(OFFSET_FETCH, 8),
+        request_module(OFFSET_FETCH, 1),
+    )
+    with _raw_as(secured, "alice") as raw:
         resp = raw.call(
             OFFSET_FETCH,
             7,
@@ -666,7 +613,7 @@ def test_offset_delete_needs_delete_on_group_and_read_on_topic(
     secured.create_topic(allowed, 1)
     secured.create_topic(refused_topic, 1)
     _commit_as_admin(secured, group, {(allowed, 0): 1, (refused_topic, 0): 2})
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         resp = _raw_offset_delete(raw, group, {refused_topic: [0], allowed: [0]})
         assert (resp.error_code, resp.topics) == (ErrorCode.group_authorization_failed, ())
         acls.grant(GROUP, prefix, DELETE, PREFIXED)
@@ -760,7 +707,7 @@ def test_join_and_sync_rules_in_raw_requests(secured: EmbeddedKafka, acls: Acls)
     protocol type/name is INCONSISTENT_GROUP_PROTOCOL before authorization (Kafka's
     order)."""
     group = _name("g")
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         refused = _raw_join(raw, group)
         assert refused.error_code is ErrorCode.group_authorization_failed
         assert (refused.generation_id, refused.member_id, refused.leader) == (-1, "", "")
@@ -914,7 +861,7 @@ def test_heartbeat_and_leave_group_rules_in_raw_requests(
     while READ is revoked, served once it is back."""
     group = _name("g")
     acls.grant(GROUP, group, READ)
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         joined = _raw_join(raw, group)
         generation, member = joined.generation_id, joined.member_id
         assert _raw_sync(raw, group, generation, member).error_code is ErrorCode.none
@@ -992,7 +939,7 @@ def test_describe_groups_rules_in_raw_requests(secured: EmbeddedKafka, acls: Acl
     secured.create_topic(topic, 1)
     _commit_as_admin(secured, allowed, {(topic, 0): 1})
     acls.grant(GROUP, allowed, READ)  # READ implies DESCRIBE
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         resp = raw.call(
             DESCRIBE_GROUPS, 5, groups=(allowed, refused), include_authorized_operations=True
         )
@@ -1085,7 +1032,7 @@ def test_delete_groups_rules_in_raw_requests(
     for group in (allowed, refused):
         _commit_as_admin(secured, group, {(topic, 0): 1})
     acls.grant(GROUP, allowed, DELETE)
-    with RawSasl(secured, "alice") as raw:
+    with _raw_as(secured, "alice") as raw:
         resp = raw.call(DELETE_GROUPS, 2, groups_names=(refused, allowed))
     assert [(r.group_id, r.error_code) for r in resp.results] == [
         (allowed, ErrorCode.none),

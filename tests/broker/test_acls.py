@@ -21,7 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import trustme
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TransactionalIdAuthorizationFailed
 from confluent_kafka import (
@@ -54,8 +53,10 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import first_address, raw_request, sasl_conf
+from tests.broker.clients import first_address, sasl_conf
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.protocol import raw_request
+from tests.support.tls import tls_files
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -159,7 +160,9 @@ def _committed_values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
                 continue
             assert msg.error() is None, msg.error()
             values.append(msg.value())
-            position = msg.offset() + 1
+            offset = msg.offset()
+            assert offset is not None
+            position = offset + 1
         return values
     finally:
         consumer.close()
@@ -579,13 +582,9 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
 def test_tls_client_certificate_subject_is_the_principal(tmp_path: Path) -> None:
     """On an SSL listener with client authentication the principal is ``User:`` and the
     certificate's RFC 2253 subject (read here by ``cryptography``, independently)."""
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    for i, blob in enumerate(server.cert_chain_pems):
-        blob.write_to_path(str(files["cert"]), append=i > 0)
+    t = tls_files(tmp_path)
+    ca = t.authority
+    files = {"ca": t.ca, "cert": t.cert, "key": t.key}
 
     def client(cn: str) -> tuple[str, str]:
         leaf = ca.issue_cert(common_name=cn, organization_name="Acme, Inc.")

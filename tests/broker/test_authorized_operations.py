@@ -8,15 +8,16 @@ Asked for, they are every operation Kafka supports on the resource
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
 
-from tests.broker.clients import raw_request
 from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
 
 TOPIC_OPS = {
     AclOperation.READ,
@@ -78,7 +79,7 @@ def test_topic_and_cluster_operations_in_raw_metadata(kafka: KafkaTarget) -> Non
     topic = kafka.create_topic(partitions=1, prefix="ops")
     missing = f"missing-{uuid.uuid4().hex[:8]}"
 
-    def v10(topics: bool, cluster: bool) -> object:
+    def v10(topics: bool, cluster: bool) -> Any:
         return raw_request(
             _address(kafka),
             3,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -21,9 +22,9 @@ from kio.schema.offset_delete.v0 import request as offset_delete_v0
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import raw_request
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
 
 HANG_S = 60.0
 
@@ -67,7 +68,7 @@ def _address(kafka: KafkaTarget) -> tuple[str, int]:
     return host, int(port)
 
 
-def _offset_delete(kafka: KafkaTarget, group: str, topic: str, partitions: list[int]) -> object:
+def _offset_delete(kafka: KafkaTarget, group: str, topic: str, partitions: list[int]) -> Any:
     return raw_request(
         _address(kafka),
         47,

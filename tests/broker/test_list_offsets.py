@@ -14,9 +14,10 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
-from tests.broker.clients import raw_request, txn_producer
+from tests.broker.clients import txn_producer
 from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
 
 BASE_MS = 1_700_000_000_000
 
@@ -37,7 +38,8 @@ def _admin_max(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
     )
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.list_offsets(
-        {TopicPartition(topic, 0): OffsetSpec.max_timestamp()}, isolation_level=level
+        {TopicPartition(topic, 0): OffsetSpec.max_timestamp()},  # type: ignore[no-untyped-call]
+        isolation_level=level,
     )
     info = next(iter(futures.values())).result(30)
     return info.offset, info.timestamp

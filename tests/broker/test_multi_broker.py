@@ -24,8 +24,9 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
-from tests.broker.clients import raw_produce, raw_request, txn_producer
-from tests.unit.batches import varint
+from tests.broker.clients import txn_producer
+from tests.support.batches import varint
+from tests.support.protocol import raw_produce, raw_request
 
 BROKERS = 3
 
@@ -53,7 +54,7 @@ def _key_on(kafka: EmbeddedKafka, key_type: int, node: int, prefix: str) -> str:
     """A fresh group/transactional id whose coordinator is ``node``."""
     for _ in range(1000):
         key = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        if kafka.call(lambda c, key=key: c.coordinator(key_type, key)) == node:
+        if kafka.call(lambda c, key=key: c.coordinator(key_type, key)) == node:  # type: ignore[misc]
             return key
     raise AssertionError("no key found")
 
@@ -202,7 +203,7 @@ def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> No
         producer.flush(10)
         # Mid-transaction: move one partition's leader and the transaction coordinator.
         moved = round_ % partitions
-        leader = kafka3.call(lambda c, p=moved: c.leader(topic, p))
+        leader = kafka3.call(lambda c, p=moved: c.leader(topic, p))  # type: ignore[misc]
         kafka3.move_leader(topic, moved, (leader + 1) % BROKERS)
         kafka3.move_coordinator("transaction", tid, (round_ + 1) % BROKERS)
         for i, value in enumerate(values[3:]):

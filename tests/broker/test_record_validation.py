@@ -19,15 +19,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import (
-    consume_all,
-    first_address,
-    raw_produce,
-    raw_request,
-    watermarks,
-)
+from tests.broker.clients import consume_all, first_address, watermarks
 from tests.conftest import KafkaTarget
-from tests.unit.test_record_validation import Rec, make_batch, many
+from tests.support.protocol import raw_produce, raw_request
+from tests.support.records import Rec, make_batch, many
 
 HOUR = 3_600_000
 

@@ -99,7 +99,8 @@ def test_users_created_and_deleted_at_run_time(kafka: EmbeddedKafka) -> None:
     assert not _authenticates(kafka, user, "wrong", "SCRAM-SHA-256")
     assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-512")  # no credential there
 
-    described = admin.describe_user_scram_credentials([user])[user].result(30)
+    # (its stubs return a future or a dict of them, whichever the call gets)
+    described = admin.describe_user_scram_credentials([user])[user].result(30)  # type: ignore[index]
     assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
         (SHA256, 8192)
     ]
@@ -109,7 +110,7 @@ def test_users_created_and_deleted_at_run_time(kafka: EmbeddedKafka) -> None:
     assert _alter(admin, UserScramCredentialDeletion(user, SHA256)) == {user: None}
     assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
     with pytest.raises(KafkaException) as gone:
-        admin.describe_user_scram_credentials([user])[user].result(30)
+        admin.describe_user_scram_credentials([user])[user].result(30)  # type: ignore[index]
     assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError as AIOKafkaError
 from aiokafka.helpers import create_ssl_context
@@ -21,30 +20,24 @@ from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import consume_all, sasl_conf, txn_producer
+from tests.support.tls import tls_files as make_tls_files
+
+HANG_S = 60.0  # hang detector, never a timing assertion
 
 USERS = {"alice": "alice-secret", "bob": "b0b,=pass"}
 
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    root = tmp_path_factory.mktemp("tls")
-    files = {"ca": root / "ca.pem", "cert": root / "server.pem", "key": root / "server.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    for blob in cert.cert_chain_pems[1:]:
-        blob.write_to_path(str(files["cert"]), append=True)
-    other = trustme.CA()
-    files["wrong_ca"] = root / "wrong-ca.pem"
-    other.cert_pem.write_to_path(str(files["wrong_ca"]))
-    # Client certificates (key and chain in one PEM): one the brokers trust, one they do not.
-    files["client"], files["stranger"] = root / "client.pem", root / "stranger.pem"
-    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
-    stranger = other.issue_cert("client").private_key_and_cert_chain_pem
-    stranger.write_to_path(str(files["stranger"]))
-    return files
+    t = make_tls_files(tmp_path_factory.mktemp("tls"))
+    return {
+        "ca": t.ca,
+        "cert": t.cert,
+        "key": t.key,
+        "wrong_ca": t.wrong_ca,
+        "client": t.client,
+        "stranger": t.stranger,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +272,7 @@ def test_rejected_client_certificate_gets_a_tls_alert(
     assert info.value.reason == alert, info.value
     # The broker logs the rejection with the peer address and the reason.
     expected = f"closing connection from {local[0]}:{local[1]}: TLS handshake failed"
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + HANG_S
     while not any(expected in r.getMessage() for r in caplog.records):
         assert time.monotonic() < deadline, caplog.text
         time.sleep(0.02)
@@ -318,7 +311,7 @@ def test_librdkafka_reports_rejected_client_certificate(
     if cert is not None:
         pem = str(tls_files[cert])
         conf |= {"ssl.certificate.location": pem, "ssl.key.location": pem}
-    error, _ = _first_alert_within(conf, 30)  # librdkafka retries: a generous hang margin
+    error, _ = _first_alert_within(conf, HANG_S)  # librdkafka retries: a hang detector
     # With TLS 1.3 librdkafka's handshake is done when the alert comes, so it reports the
     # alert as a receive failure (_TRANSPORT), as against Kafka; in a TLS 1.2 handshake, _SSL.
     assert error.code() in (KafkaError._TRANSPORT, KafkaError._SSL), error.str()

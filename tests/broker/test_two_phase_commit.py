@@ -32,7 +32,6 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.clients import (
     consume_all,
     first_address,
-    raw_request,
     start_cli_broker,
     stop_cli_broker,
     txn_producer,
@@ -40,6 +39,9 @@ from tests.broker.clients import (
 from tests.broker.java_client import JavaClient
 from tests.client.helpers import prepare_in_subprocess
 from tests.conftest import KafkaTarget
+from tests.support.protocol import raw_request
+
+HANG_S = 60.0  # hang detector, never a timing assertion
 
 INIT_PRODUCER_ID = 22
 MAX_INT = 2**31 - 1
@@ -130,7 +132,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
     """EndTxn through the raw protocol (this test process is not the producer)."""
     from kio.schema.end_txn.v5 import request as end_v5
 
-    body = end_v5.EndTxnRequest(
+    body: Any = end_v5.EndTxnRequest(
         transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
     )
     version = 5 if tv >= 2 else 4
@@ -143,7 +145,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
     return int(raw_request(first_address(bootstrap), 26, version, body).error_code)
 
 
-def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:
+def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout_s
     while (got := [v for _, _, v in consume_all(bootstrap, topic, 1)]) != want:
         assert time.monotonic() < deadline, got
@@ -217,10 +219,12 @@ def test_2pc_transaction_outlives_the_timeout_sweep(two_pc: EmbeddedKafka) -> No
     plain.produce(topic, b"plain", partition=0)
     assert plain.flush(10) == 0
     started = time.monotonic()
-    # Well past both the 1 s timeout the 2PC clients asked for and many sweeps.
-    while time.monotonic() - started < 3.0:
-        time.sleep(0.25)
-    assert _state(two_pc, normal)[0] == "CompleteAbort"
+    # The sweep aborts the plain transaction (1 s timeout); then wait until well past both
+    # the 1 s timeout the 2PC clients asked for and many sweeps.
+    while _state(two_pc, normal)[0] != "CompleteAbort":
+        assert time.monotonic() - started < HANG_S, _state(two_pc, normal)
+        time.sleep(0.1)
+    time.sleep(max(0.0, started + 3.0 - time.monotonic()))
     for tid in (keep, drop):
         state = _describe(bs, tid)
         assert state.transaction_state == "Ongoing"
@@ -250,7 +254,7 @@ def test_init_producer_id_fences_and_aborts_a_2pc_transaction(
     else:
         first = _init_v6(bs, tid, enable_2pc=fencer == "v6-2pc")
         assert first.error_code == ErrorCode.concurrent_transactions
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_S
         while (again := _init_v6(bs, tid, enable_2pc=fencer == "v6-2pc")).error_code != 0:
             assert again.error_code == ErrorCode.concurrent_transactions
             assert time.monotonic() < deadline

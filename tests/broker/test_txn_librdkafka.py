@@ -7,11 +7,12 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, raw_request, txn_producer, watermarks
+from tests.broker.clients import consume_all, txn_producer, watermarks
 from tests.conftest import KafkaTarget
+from tests.support.lso import HANG_S, wait_lso_at_hwm
+from tests.support.protocol import stable_offset_fetch_error
 
 
 def _tid() -> str:
@@ -56,13 +57,7 @@ def test_interleaved_committed_aborted_open(kafka: KafkaTarget) -> None:
         assert watermarks(bs, topic, p, "read_committed")[1] == open_first[p]
         # ...while the committed records of b after it stay invisible.
     a.commit_transaction(10)
-    deadline = time.monotonic() + 5
-    while any(
-        watermarks(bs, topic, p, "read_committed") != watermarks(bs, topic, p, "read_uncommitted")
-        for p in (0, 1)
-    ):
-        assert time.monotonic() < deadline, "LSO did not reach the high watermark after commit"
-        time.sleep(0.05)
+    wait_lso_at_hwm(bs, topic, 2)
     after = consume_all(bs, topic, 2)
     assert sorted(v for _, _, v in after) == sorted(
         [f"c1-{i}".encode() for i in range(4)] + [b"open-0", b"open-1", b"c2-0", b"c2-1"]
@@ -104,7 +99,7 @@ def test_abandoned_transaction_is_aborted_at_timeout(kafka: KafkaTarget) -> None
     committed.produce(topic, value=b"later")
     committed.commit_transaction(10)
     assert watermarks(bs, topic, 0, "read_committed")[1] == 0  # pinned by the open txn
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while watermarks(bs, topic, 0, "read_committed")[1] == 0:
         assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
         time.sleep(0.1)
@@ -125,33 +120,6 @@ def _committed(bs: str, group: str, topic: str, isolation: str, timeout: float =
         consumer.close()
 
 
-def _stable_fetch_error(kafka: KafkaTarget, group: str, topic: str) -> ErrorCode:
-    """Partition 0's error in a raw OffsetFetch v7 with RequireStable, from the group's
-    coordinator (every other broker answers NOT_COORDINATOR)."""
-    codes = []
-    for address in kafka.bootstrap_servers.split(","):
-        host, port = address.rsplit(":", 1)
-        answer = raw_request(
-            (host, int(port)),
-            9,
-            7,
-            offset_fetch_v7.OffsetFetchRequest(
-                group_id=offset_fetch_v7.GroupId(group),
-                topics=(
-                    offset_fetch_v7.OffsetFetchRequestTopic(
-                        name=offset_fetch_v7.TopicName(topic),
-                        partition_indexes=(offset_fetch_v7.i32(0),),
-                    ),
-                ),
-                require_stable=True,
-            ),
-        )
-        if answer.error_code is not ErrorCode.not_coordinator:
-            codes.append(answer.topics[0].partitions[0].error_code)
-    assert len(codes) == 1, codes
-    return ErrorCode(codes[0])
-
-
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_transactional_offsets_are_staged_until_the_marker(
     kafka: KafkaTarget, commit: bool
@@ -169,7 +137,8 @@ def test_transactional_offsets_are_staged_until_the_marker(
     member.close()
     # RequireStable cannot get the offset while the txn is open: the coordinator answers
     # UNSTABLE_OFFSET_COMMIT (asked directly), which librdkafka retries until its timeout.
-    assert _stable_fetch_error(kafka, group, topic) is ErrorCode.unstable_offset_commit
+    unstable = stable_offset_fetch_error(bs, group, topic)
+    assert unstable is ErrorCode.unstable_offset_commit
     with pytest.raises(KafkaException) as info:
         _committed(bs, group, topic, "read_committed", timeout=2)
     assert info.value.args[0].code() == KafkaError._TIMED_OUT, info.value
@@ -180,7 +149,7 @@ def test_transactional_offsets_are_staged_until_the_marker(
     else:
         producer.abort_transaction(10)
     expected = 42 if commit else -1001
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while True:
         try:
             got = _committed(bs, group, topic, "read_committed")

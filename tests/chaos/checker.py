@@ -170,8 +170,10 @@ def check(bootstrap: str, input_topic: str, output_topic: str) -> Verdict:
             reordered[r.partition].append(r.value["id"])
         last[(r.partition, r.key)] = src.offset
     verdict.reordered = sum(len(ids) for ids in reordered.values())
-    for partition, ids in reordered.items():
-        verdict.anomalies.append(f"output partition {partition}: key order broken at {_some(ids)}")
+    for partition, broken in reordered.items():
+        verdict.anomalies.append(
+            f"output partition {partition}: key order broken at {_some(broken)}"
+        )
 
     stable = high_watermarks(bootstrap, output_topic, "read_committed")
     high = high_watermarks(bootstrap, output_topic, "read_uncommitted")

@@ -9,12 +9,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
+
+from confluent_kafka import Message
 
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from tests.broker.clients import consume_messages
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+
+
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """A librdkafka message's headers (its stubs also allow a dict, never returned here)."""
+    return cast("list[tuple[str, bytes | None]]", message.headers() or [])
 
 
 def read_records(
@@ -24,10 +33,7 @@ def read_records(
     messages = consume_messages(
         bootstrap, topic, partitions, isolation=isolation, timeout_s=timeout_s
     )
-    return [
-        (m.partition() or 0, m.key(), m.value(), tuple((k, v) for k, v in (m.headers() or [])))
-        for m in messages
-    ]
+    return [(m.partition() or 0, m.key(), m.value(), tuple(_headers(m))) for m in messages]
 
 
 def read_records_aiokafka(
@@ -101,7 +107,9 @@ def prepare_in_subprocess(
     return PreparedTransaction(tid, pid, epoch, version), two_phase
 
 
-def wait_for_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = 5.0) -> None:
+def wait_for_values(
+    bootstrap: str, topic: str, want: list[bytes], timeout_s: float = HANG_S
+) -> None:
     """Wait until partition 0 of ``topic`` shows exactly ``want`` to read_committed readers
     (markers are written after EndTxn is answered, so visibility lags a little)."""
     deadline = time.monotonic() + timeout_s

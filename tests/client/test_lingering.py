@@ -34,6 +34,9 @@ from pyspark_kafka_txn.writer.lingering import (
     abort_open_transaction,
     find_open_transactions,
 )
+from tests.support.lso import pinned_partitions
+
+HANG_S = 60.0  # hang detector, never a timing assertion
 
 PARTITIONS = 2
 
@@ -145,12 +148,6 @@ def _read_committed_to_end(
         consumer.close()
 
 
-def _lso_pinned(bootstrap: str, topic: str) -> bool:
-    lso = _high_watermarks(bootstrap, topic, "read_committed")
-    high = _high_watermarks(bootstrap, topic, "read_uncommitted")
-    return any(a < b for a, b in zip(lso, high, strict=True))
-
-
 def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["transactions", *argv])
     captured = capsys.readouterr()
@@ -182,7 +179,7 @@ def test_find_list_and_abort_a_lingering_transaction(
     other = _write(config(other_id), other_topic, _values("other"), commit=None)
     committed = _values("committed")
     _write(config(f"c-{run}"), topic, committed, commit=True)
-    assert _lso_pinned(bs, topic)  # the committed rows sit behind the open transaction
+    assert pinned_partitions(bs, topic, PARTITIONS)  # the committed rows sit behind it
 
     with ClusterClient(bs) as cluster:
         found = find_open_transactions(cluster, prefix)
@@ -219,7 +216,7 @@ def test_find_list_and_abort_a_lingering_transaction(
         capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix, "--dry-run"
     )
     assert code == 0 and out.startswith(f"would abort\t{lingering_id}\tOngoing")
-    assert _lso_pinned(bs, topic)
+    assert pinned_partitions(bs, topic, PARTITIONS)
 
     code, out, err = _run_cli(capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix)
     assert (code, err) == (0, "")
@@ -429,11 +426,11 @@ def test_sasl_command_config_and_secrets(
     assert f"{prefix}0\tOngoing\t{handle.producer_id}\t" in out
     assert "'ssl.truststore.password'" in err
     # -X credentials replace the file's: a wrong password fails authentication, said so,
-    # at once: not retried until --timeout-s (60 s here, twice the hang margin below).
+    # at once: not retried until --timeout-s (600 s here, ten times the hang detector).
     started = time.monotonic()
     wrong = ["-X", "sasl.username=admin", "-X", f"sasl.password={WRONG_PASSWORD}"]
-    code, out2, err2 = _run_cli(capsys, "list", *common, *wrong, "--timeout-s", "60")
-    assert code == 1 and "authentication" in err2 and time.monotonic() - started < 30
+    code, out2, err2 = _run_cli(capsys, "list", *common, *wrong, "--timeout-s", "600")
+    assert code == 1 and "authentication" in err2 and time.monotonic() - started < HANG_S
     code, out3, err3 = _run_cli(capsys, "abort", *common)
     assert code == 0, err3
     assert out3.startswith(f"aborted\t{prefix}0\t")
@@ -452,7 +449,6 @@ def test_unreachable_bootstrap_fails_in_bounded_time() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    started = time.monotonic()
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "pyspark_kafka_txn", "transactions", "list"),
@@ -460,13 +456,12 @@ def test_unreachable_bootstrap_fails_in_bounded_time() -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
     assert f"cannot reach the cluster at 127.0.0.1:{port} within 1 s" in proc.stderr
     assert "Connection refused" in proc.stderr
-    assert time.monotonic() - started < 15
 
 
 @pytest.mark.parametrize(

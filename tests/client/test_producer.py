@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -34,6 +35,8 @@ from tests.client.helpers import (
 )
 from tests.conftest import KafkaTarget
 
+HANG_S = 60.0  # hang detector, never a timing assertion
+
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -43,7 +46,7 @@ def _tid() -> str:
 
 def _producer(kafka: KafkaTarget, **kw: object) -> TransactionalProducer:
     producer = TransactionalProducer(
-        ProducerConfig(kafka.bootstrap_servers, kw.pop("tid", None) or _tid(), **kw)  # type: ignore[arg-type]
+        ProducerConfig(kafka.bootstrap_servers, kw.pop("tid", None) or _tid(), **kw)
     )
     producer.init_transactions()
     return producer
@@ -68,7 +71,7 @@ def _rows(tag: str, n: int) -> pa.RecordBatch:
     )
 
 
-def _expected(batch: pa.RecordBatch) -> list[tuple]:
+def _expected(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
     out = []
     for row in batch.to_pylist():
         hdrs = tuple((h["key"], h["value"]) for h in row["headers"])
@@ -94,7 +97,7 @@ def test_committed_aborted_open_per_codec(kafka: KafkaTarget, codec: Compression
     a.produce_arrow(topic, still_open)
     a.flush()
 
-    def by_partition(rows: list[tuple]) -> list[tuple]:
+    def by_partition(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return sorted(rows, key=lambda r: r[0])  # stable: keeps the order within a partition
 
     want_committed = by_partition(_expected(committed))
@@ -105,7 +108,7 @@ def test_committed_aborted_open_per_codec(kafka: KafkaTarget, codec: Compression
     assert read_records_aiokafka(bs, topic, 2, isolation="read_committed") == want_committed
     a.commit_transaction()
     want_all = by_partition(_expected(committed) + _expected(still_open))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while (got := read_records(bs, topic, 2, isolation="read_committed")) != want_all:
         assert time.monotonic() < deadline, got
         time.sleep(0.05)
@@ -269,7 +272,7 @@ def test_driver_ends_many_transactions_pipelined(kafka: KafkaTarget, tv: int) ->
     assert all(isinstance(r, tuple) for r in results.values())
     assert all(isinstance(r, tuple) for r in again.values())
     want = sorted(f"task{t}-{i}".encode() for t in range(12) if t != 3 for i in range(5))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while sorted(r[2] for r in read_records(bs, topic, 3, isolation="read_committed")) != want:
         assert time.monotonic() < deadline
         time.sleep(0.05)

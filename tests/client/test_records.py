@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,10 @@ def _decode(data: bytes) -> list[DefaultRecordBatch]:
     return out
 
 
-def _columns(rows: list[tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]]):
+Rows = list[tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]]
+
+
+def _columns(rows: Rows) -> RecordColumns:
     return RecordColumns.from_arrow(
         pa.array([r[1] for r in rows], pa.binary()),
         pa.array([r[0] for r in rows], pa.binary()),
@@ -55,7 +59,9 @@ def _columns(rows: list[tuple[bytes | None, bytes | None, int, list[tuple[str, b
     batch_size=st.sampled_from([200, 1000, 1_000_000]),
     seq=st.integers(min_value=0, max_value=2**31 - 50),
 )
-def test_round_trip_through_aiokafka(rows, codec, batch_size, seq) -> None:
+def test_round_trip_through_aiokafka(
+    rows: Rows, codec: Compression, batch_size: int, seq: int
+) -> None:
     batches = encode_batches(
         _columns(rows),
         producer_id=42,
@@ -67,7 +73,7 @@ def test_round_trip_through_aiokafka(rows, codec, batch_size, seq) -> None:
     )
     decoded = _decode(b"".join(b.data for b in batches))
     assert len(decoded) == len(batches)
-    got = []
+    got: list[tuple[Any, ...]] = []
     expect_seq = seq
     for enc, batch in zip(batches, decoded, strict=True):
         assert batch.is_transactional and not batch.is_control_batch

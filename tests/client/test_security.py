@@ -20,7 +20,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import trustme
 
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.connection import ConnectionConfig
@@ -35,6 +34,7 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.clients import consume_all
+from tests.support.tls import tls_files
 
 
 def test_scram_sha256_rfc7677_exchange() -> None:
@@ -116,25 +116,22 @@ def test_security_options_parse_and_hide_secrets() -> None:
 USERS = {"alice": "Al1ce-pw-7f3e", "bob": "b0b,=pass-91c2"}
 WRONG = "Wr0ng-pw-5d8a"  # must never show up in messages or logs either
 #: A refused handshake or login fails at once, not after retries: the clients' retry budget
-#: (delivery timeout, retry timeout) is 60 s here, and failing takes under half of it.
-NOT_RETRIED_S = 30.0
+#: (delivery timeout, retry timeout) is 600 s here, ten times this hang detector.
+NOT_RETRIED_S = 60.0
+RETRY_BUDGET_S = 600
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PEM files from trustme: CA, server cert (127.0.0.1), client certs, a foreign CA."""
-    root = tmp_path_factory.mktemp("tls")
-    ca, other = trustme.CA(), trustme.CA()
-    files = {name: str(root / f"{name}.pem") for name in ("ca", "server", "client", "wrong_ca")}
-    files["stranger"] = str(root / "stranger.pem")  # a client cert the brokers do not trust
-    ca.cert_pem.write_to_path(files["ca"])
-    other.cert_pem.write_to_path(files["wrong_ca"])
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
-        files["server"]
-    )
-    ca.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["client"])
-    other.issue_cert("client").private_key_and_cert_chain_pem.write_to_path(files["stranger"])
-    return files
+    t = tls_files(tmp_path_factory.mktemp("tls"))
+    return {
+        "ca": str(t.ca),
+        "server": str(t.server),
+        "client": str(t.client),
+        "wrong_ca": str(t.wrong_ca),
+        "stranger": str(t.stranger),  # a client cert the brokers do not trust
+    }
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +267,9 @@ def test_sasl_ssl_scram_prepare_then_end_from_a_fresh_client(
     untrusting = ConnectionConfig(security=dataclasses.replace(security, ca_file=tls["wrong_ca"]))
     started = time.monotonic()
     with pytest.raises(AuthenticationError, match="TLS handshake"):
-        end_transaction(bootstrap, handle, commit=True, config=untrusting)
+        end_transaction(
+            bootstrap, handle, commit=True, config=untrusting, retry_timeout_s=RETRY_BUDGET_S
+        )
     assert time.monotonic() - started < NOT_RETRIED_S
 
 
@@ -302,7 +301,7 @@ def test_ssl_client_certificate_required(mtls_kafka: EmbeddedKafka, tls: dict[st
     # an authentication error within seconds, not retries until delivery.timeout.ms.
     for keystore in (None, tls["stranger"]):
         opts = {k: v for k, v in options.items() if not k.startswith("ssl.keystore")}
-        opts["delivery.timeout.ms"] = "60000"  # a retry would take all of it; we allow half
+        opts["delivery.timeout.ms"] = str(RETRY_BUDGET_S * 1000)  # a retry would take all of it
         if keystore is not None:
             opts |= {"ssl.certificate.location": keystore, "ssl.key.location": keystore}
         started = time.monotonic()
@@ -333,7 +332,7 @@ def test_tls_handshake_rejection_names_the_reason(
     elif keystore == "untrusting":  # a good client certificate, but the wrong CA
         security = SecurityConfig(protocol="SSL", ca_file=tls["wrong_ca"], cert_file=tls["client"])
     config = ProducerConfig(
-        bootstrap, "never-connected", delivery_timeout_ms=60_000, security=security
+        bootstrap, "never-connected", delivery_timeout_ms=RETRY_BUDGET_S * 1000, security=security
     )
     started = time.monotonic()
     with TransactionalProducer(config) as producer, pytest.raises(AuthenticationError) as info:
@@ -394,7 +393,7 @@ def test_bad_credentials_fail_fast_without_leaking(
     config = ProducerConfig(
         kafka.bootstrap_servers,
         "never-authenticated",
-        delivery_timeout_ms=60_000,  # a retry would take all of it; we allow half
+        delivery_timeout_ms=RETRY_BUDGET_S * 1000,  # a retry would take all of it
         security=security,
     )
     started = time.monotonic()

@@ -68,7 +68,7 @@ def test_option_values() -> None:
 
     assert [mode("TRUE"), mode("false"), mode("Auto")] == ["true", "false", "auto"]
     assert ProducerConfig("x:1", "t").two_phase_commit == "false"
-    assert ProducerConfig("x:1", "t", two_phase_commit=True).two_phase_commit == "true"  # type: ignore[arg-type]
+    assert ProducerConfig("x:1", "t", two_phase_commit=True).two_phase_commit == "true"
     with pytest.raises(ConfigError, match=OPTION):
         mode("yes")
 

@@ -35,9 +35,12 @@ from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.broker.clients import assert_nothing_open, watermarks
+from tests.broker.clients import watermarks
 from tests.client.helpers import read_records
 from tests.conftest import KafkaTarget
+from tests.support.lso import assert_nothing_open
+
+HANG_S = 60.0  # hang detector, never a timing assertion
 
 TIMEOUT_MS = 60_000
 ROWS = 30
@@ -149,7 +152,7 @@ def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarg
     def older_rows() -> Iterator[pa.RecordBatch]:
         yield _rows(0, "a0", 0, HALF)
         # The older attempt's first rows are in the log before the newer one starts.
-        deadline = time.monotonic() + 30  # a hang detector
+        deadline = time.monotonic() + HANG_S
         while watermarks(bs, topic, 0, "read_uncommitted")[1] < HALF:
             assert time.monotonic() < deadline, "attempt 0's first rows never reached the log"
             time.sleep(0.02)

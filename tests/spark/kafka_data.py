@@ -4,74 +4,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from pyspark_kafka_txn.schema import spark_schema
-from tests.broker.clients import pinned_partitions, txn_producer, watermarks
+from tests.broker.clients import txn_producer
+from tests.support.txns import tid
+
+HANG_S = 60.0  # hang detector, never a timing assertion
 
 Row = tuple[Any, ...]
-
-
-def tid() -> str:
-    return f"spark-tx-{uuid.uuid4().hex[:10]}"
-
-
-@dataclass
-class Interleaved:
-    """Two partitions holding committed, aborted and still-open transactions.
-
-    Per partition (offsets): 0-1 committed ``c1``, 2 commit marker, 3-4 aborted ``ab``,
-    5 abort marker, 6 ``open`` (transaction still open: the LSO), 7 committed ``c2``
-    (invisible under read_committed until ``open`` ends), 8 commit marker.
-    """
-
-    topic: str
-    open_producer: Producer
-
-    def commit_open(self, bootstrap: str) -> None:
-        self.open_producer.commit_transaction(10)
-        wait_lso_at_hwm(bootstrap, self.topic, 2)
-
-
-def interleaved(bootstrap: str, topic: str) -> Interleaved:
-    # The open transaction must outlive the test module (librdkafka's default is 60 s).
-    a = txn_producer(bootstrap, tid(), **{"transaction.timeout.ms": 600_000})
-    b = txn_producer(bootstrap, tid())
-    a.begin_transaction()
-    for i in range(4):
-        a.produce(topic, key=f"k{i}".encode(), value=f"c1-{i}".encode(), partition=i % 2)
-    a.commit_transaction(10)
-    b.begin_transaction()
-    for i in range(4):
-        b.produce(topic, value=f"ab-{i}".encode(), partition=i % 2)
-    b.flush(10)
-    b.abort_transaction(10)
-    a.begin_transaction()
-    for i in range(2):
-        a.produce(
-            topic, value=f"open-{i}".encode(), partition=i % 2, headers=[("h", b"v"), ("n", None)]
-        )
-    a.flush(10)
-    b.begin_transaction()
-    for i in range(2):
-        b.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
-    b.commit_transaction(10)
-    for p in (0, 1):
-        assert watermarks(bootstrap, topic, p, "read_committed")[1] == 6
-        assert watermarks(bootstrap, topic, p, "read_uncommitted")[1] == 9
-    return Interleaved(topic, a)
-
-
-def wait_lso_at_hwm(bootstrap: str, topic: str, partitions: int) -> None:
-    deadline = time.monotonic() + 10
-    while pinned_partitions(bootstrap, topic, partitions):
-        assert time.monotonic() < deadline, "LSO did not reach the high watermark"
-        time.sleep(0.05)
 
 
 def committed_batches(bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]]) -> None:
@@ -107,18 +52,20 @@ def reference_rows(
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         at_eof: set[int] = set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + HANG_S
         while len(at_eof) < partitions:
             assert time.monotonic() < deadline, "reference reader did not reach the end"
             msg = consumer.poll(0.1)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_eof.add(msg.partition())
+            partition, offset, error = msg.partition(), msg.offset(), msg.error()
+            assert partition is not None and offset is not None
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                at_eof.add(partition)
                 continue
-            at_eof.discard(msg.partition())
-            if until is not None and msg.offset() >= until[msg.partition()]:
+            at_eof.discard(partition)
+            if until is not None and offset >= until[partition]:
                 continue
             ts_type, ts = msg.timestamp()
             row: Row = (
@@ -131,7 +78,7 @@ def reference_rows(
                 {1: 0, 2: 1}.get(ts_type, -1),
             )
             if headers:
-                hs = msg.headers()
+                hs = cast("list[tuple[str, bytes | None]] | None", msg.headers())
                 row += ([(k, v) for k, v in hs] if hs else None,)
             rows.append(row)
     finally:

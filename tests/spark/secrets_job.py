@@ -95,17 +95,19 @@ def main(argv: list[str]) -> int:
     def read(security: dict[str, str]) -> DataFrame:
         reader = spark.readStream.format("kafka_txn").option("kafka.bootstrap.servers", bootstrap)
         reader = _options(reader, {**security, "subscribe": settings["source"]})
-        return reader.option("startingOffsets", "earliest").load().select("key", "value")
+        df: DataFrame = reader.option("startingOffsets", "earliest").load().select("key", "value")
+        return df
 
     def write(df: DataFrame, security: dict[str, str], name: str) -> StreamingQuery:
         writer = df.writeStream.format("kafka_txn").option("kafka.bootstrap.servers", bootstrap)
         writer = _options(writer, {**security, "topic": settings["sink"]})
-        return (
+        query: StreamingQuery = (
             writer.option("transactionalIdPrefix", prefix)
             .option("checkpointLocation", str(out / "checkpoints" / name))
             .trigger(availableNow=True)
             .start()
         )
+        return query
 
     right, wrong = settings["security"], settings["wrong_security"]
     rate = spark.readStream.format("rate").option("rowsPerSecond", "5").load()

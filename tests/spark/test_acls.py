@@ -47,6 +47,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_txn.client.connection import ConnectionConfig
@@ -196,7 +197,9 @@ def _committed(kafka: EmbeddedKafka, topic: str, partitions: int = 2) -> Counter
                 at_end.add(msg.partition())
                 continue
             at_end.discard(msg.partition())
-            seen[msg.value()] += 1
+            value = msg.value()
+            assert value is not None
+            seen[value] += 1
     finally:
         consumer.close()
     return seen
@@ -276,7 +279,7 @@ def test_without_one_required_acl_the_first_batch_fails_naming_it(
         spark, secured.bootstrap_servers, source, failing_sink, prefix, tmp_path / "cp", **app
     )
     query = start(app)
-    with pytest.raises(Exception, match="not authorized") as failure:
+    with pytest.raises(StreamingQueryException, match="not authorized") as failure:
         query.awaitTermination(HANG_S)
     text = str(failure.value)
     for part in _expected_error(missing, source, failing_sink, prefix):

@@ -79,6 +79,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
@@ -102,8 +103,9 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
-from tests.broker.clients import assert_nothing_open, consume_all, consume_messages, free_port
+from tests.broker.clients import consume_all, consume_messages, free_port
 from tests.conftest import KafkaTarget
+from tests.support.lso import assert_nothing_open
 
 #: A hang detector for every case (not a timing assertion).
 HANG_S = 120.0
@@ -530,11 +532,11 @@ def _ended_with(start: Callable[[], StreamingQuery]) -> str:
     """The error of a query that fails at its start (raised by ``start()`` or ended with)."""
     try:
         query = start()
-    except Exception as exc:  # noqa: BLE001 - Spark raises some start failures at once
+    except PySparkException as exc:  # Spark raises some start failures at once
         return str(exc)
     try:
         ended = query.awaitTermination(HANG_S)
-    except Exception as exc:  # noqa: BLE001 - how awaitTermination reports the query's error
+    except PySparkException as exc:  # how awaitTermination reports the query's error
         return str(exc)
     finally:
         query.stop()
@@ -611,7 +613,7 @@ def test_bad_row_fails_the_job_and_leaves_nothing_visible(
     )
     # On the test's own thread (Spark resolves the data source there); pytest-timeout is
     # the hang detector of this call.
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         write.save()
     assert "partition -1" in str(info.value) and f"'{sink}'" in str(info.value), str(info.value)
     _untouched(kafka.bootstrap_servers, sink)

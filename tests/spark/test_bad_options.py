@@ -5,53 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from tests.conftest import KafkaTarget
-
-SECRET = "s3cr3t-do-not-show"
-
-CASES = [
-    ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers"),
-    ({"subscribe": None}, "subscribe"),
-    ({"assign": '{"x":[0]}'}, "Only one of the following options"),
-    ({"subscribePattern": ""}, "subscribePattern"),
-    ({"startingOffsets": "bogus"}, "startingOffsets"),
-    ({"startingOffsets": '{"TOPIC":{"0":0,"7":0}}'}, "startingOffsets"),
-    ({"endingOffsets": "latest"}, "endingOffsets"),
-    ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
-    ({"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
-    ({"maxTriggerDelay": "soon"}, "maxTriggerDelay"),
-    ({"minPartitions": "-1"}, "minPartitions"),
-    ({"failOnDataLoss": "maybe"}, "failOnDataLoss"),
-    ({"includeHeaders": "yes"}, "includeHeaders"),
-    ({"kafka.isolation.level": "serializable"}, "kafka.isolation.level"),
-    ({"kafka.auto.offset.reset": "earliest"}, "auto.offset.reset"),
-    ({"kafka.enable.auto.commit": "true"}, "enable.auto.commit"),
-    ({"kafka.key.deserializer": "x.Y"}, "key.deserializer"),
-    ({"kafka.interceptor.classes": "x.Y"}, "interceptor.classes"),
-    ({"kafka.no.such.property": "1"}, "no.such.property"),
-    (
-        {
-            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
-            f'OAuthBearerLoginModule required clientSecret="{SECRET}";'
-        },
-        "kafka.sasl.jaas.config",
-    ),
-    ({"lsoStallWarnMs": "-5"}, "lsoStallWarnMs"),
-]
+from tests.support.bad_options import CASES, SECRET, THROUGH_SPARK
 
 
-#: One case per place an option can fail: schema(), option parsing, librdkafka's own
-#: configuration check, and offset resolution at the first trigger. Every case of CASES is
-#: checked without Spark in test_options.py.
-THROUGH_SPARK = [CASES[i] for i in (0, 5, 12, 15, 18, 19)]
-
-
-@pytest.mark.parametrize(("options", "named"), THROUGH_SPARK, ids=[c[1] for c in THROUGH_SPARK])
+@pytest.mark.parametrize("case", THROUGH_SPARK)
 def test_bad_option_fails_at_query_start(
-    spark: SparkSession, kafka: KafkaTarget, options: dict[str, str | None], named: str
+    spark: SparkSession, kafka: KafkaTarget, case: str
 ) -> None:
+    options, named = CASES[case]
     topic = kafka.create_topic(partitions=1)
     given: dict[str, str | None] = {
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
@@ -62,7 +27,7 @@ def test_bad_option_fails_at_query_start(
     for key, value in given.items():
         if value is not None:
             reader = reader.option(key, value)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PySparkException) as info:
         query = reader.load().writeStream.format("noop").start()
         try:
             query.awaitTermination(60)
@@ -70,6 +35,7 @@ def test_bad_option_fails_at_query_start(
             query.stop()
     message = str(info.value)
     assert named in message, message
+    assert "ConfigError" in message, message  # the package's own error, not any failure
     assert SECRET not in message
 
 
@@ -81,5 +47,5 @@ def test_batch_rejects_latest_start(spark: SparkSession, kafka: KafkaTarget) -> 
         .option("subscribe", topic)
         .option("startingOffsets", json.dumps({topic: {"0": -1}}))
     )
-    with pytest.raises(Exception, match="startingOffsets"):
+    with pytest.raises(PySparkException, match="startingOffsets"):
         reader.load().collect()

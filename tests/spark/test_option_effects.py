@@ -1,4 +1,4 @@
-"""Option effects through Spark (driver-level checks: tests/unit/test_reader_driver.py)."""
+"""Option effects through Spark (driver-level checks: tests/spark/test_reader_driver.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.clients import txn_producer
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import tid, wait_lso_at_hwm
+from tests.support.lso import wait_lso_at_hwm
+from tests.support.txns import tid
 
 #: A hang detector for the streaming query (not a timing assertion).
 HANG_S = 180

@@ -28,8 +28,9 @@ from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches, interleaved
-from tests.spark.test_bad_options import CASES, SECRET
+from tests.spark.kafka_data import committed_batches
+from tests.support.bad_options import CASES, SECRET
+from tests.support.txns import interleaved
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
 
@@ -38,10 +39,9 @@ def tp(topic: str, p: int) -> TopicPartition:
     return TopicPartition(topic, p)
 
 
-@pytest.mark.parametrize(("options", "named"), CASES, ids=[c[1] for c in CASES])
-def test_every_bad_option_is_named(
-    kafka: KafkaTarget, options: dict[str, str | None], named: str
-) -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_every_bad_option_is_named(kafka: KafkaTarget, case: str) -> None:
+    options, named = CASES[case]
     topic = kafka.create_topic(partitions=1)
     given = {
         "kafka.bootstrap.servers": kafka.bootstrap_servers,

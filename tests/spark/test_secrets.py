@@ -37,10 +37,10 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pytest
-import trustme
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from cryptography.hazmat.primitives import serialization
@@ -51,6 +51,7 @@ from pyspark_kafka_txn.client.admin import fetch_offsets
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.errors import AuthenticationError, KafkaTxnError
 from pyspark_kafka_txn.options import parse_writer_options
+from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import read_decision
@@ -58,6 +59,7 @@ from pyspark_kafka_txn.writer.ids import decision_group
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
 from tests.broker.clients import consume_messages
+from tests.support.tls import tls_files
 
 pytestmark = pytest.mark.own_spark
 
@@ -91,14 +93,10 @@ if _path:
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """CA, broker certificate and key, client certificate and its encrypted key (PEM)."""
     root = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    client = ca.issue_cert("client")
-    files = {name: root / f"{name}.pem" for name in ("ca", "cert", "key", "client", "client_key")}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    for i, blob in enumerate(server.cert_chain_pems):
-        blob.write_to_path(str(files["cert"]), append=i > 0)
+    t = tls_files(root)
+    client = t.authority.issue_cert("client")
+    files = {"ca": t.ca, "cert": t.cert, "key": t.key}
+    files |= {name: root / f"{name}-only.pem" for name in ("client", "client_key")}
     for i, blob in enumerate(client.cert_chain_pems):
         blob.write_to_path(str(files["client"]), append=i > 0)
     key = serialization.load_pem_private_key(client.private_key_pem.bytes(), password=None)
@@ -277,7 +275,8 @@ def test_secrets_stay_out_of_spark_logs_progress_and_kafka(
     for message in everything:
         _clean("an output record", message.key())
         _clean("an output record", message.value())
-        for key, value in message.headers() or []:
+        headers = cast("list[tuple[str, bytes | None]]", message.headers() or [])
+        for key, value in headers:
             _clean("an output header", key)
             _clean("an output header", value)
     groups = _group_metadata(secured, tls, prefix)
@@ -300,6 +299,7 @@ def test_secrets_stay_out_of_logs_messages_and_errors_in_process(
     options = {"kafka.bootstrap.servers": bs, "subscribe": source, **security}
     data = KafkaTxnDataSource({**options, "startingOffsets": "earliest"})
     reader = data.streamReader(data.schema())
+    assert isinstance(reader, KafkaStreamReader)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     read = [r for p in reader.partitions(start, end) for b in reader.read(p) for r in b.to_pylist()]

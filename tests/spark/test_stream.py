@@ -3,60 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import (
-    committed_batches,
-    interleaved,
-    reference_rows,
-    to_df,
-    values,
-)
-
-
-class Batches:
-    """A foreachBatch sink keeping every micro-batch's rows with its batch id.
-
-    Rows go to a Parquet directory so that the sink also works where foreachBatch runs
-    in a separate Python process (Spark Connect).
-    """
-
-    def __init__(self, spark: SparkSession, path: Path) -> None:
-        self.spark = spark
-        self.path = str(path)
-
-    def sink(self) -> Callable[[DataFrame, int], None]:
-        path = self.path
-
-        def write(df: DataFrame, batch_id: int) -> None:
-            from pyspark.sql.functions import lit
-
-            df.withColumn("batch_id", lit(batch_id)).write.mode("append").parquet(path)
-
-        return write
-
-    @property
-    def rows(self) -> dict[int, list[Row]]:
-        if not Path(self.path).exists():
-            return {}
-        out: dict[int, list[Row]] = {}
-        for row in self.spark.read.parquet(self.path).collect():
-            out.setdefault(row.batch_id, []).append(
-                Row(**{k: v for k, v in row.asDict().items() if k != "batch_id"})
-            )
-        return out
-
-    def all_rows(self) -> list[Row]:
-        rows = self.rows
-        return [r for b in sorted(rows) for r in rows[b]]
+from tests.spark.kafka_data import committed_batches, reference_rows, to_df, values
+from tests.support.spark import Batches
+from tests.support.txns import interleaved
 
 
 def run_available_now(
@@ -112,7 +70,9 @@ def test_micro_batches_stop_at_the_lso_and_resume_after_commit(
     assert end_offsets(first)[-1] == lso
     for end in end_offsets(first):
         assert all(o <= 6 for o in end[topic].values())
-    assert _offsets(first.lastProgress["sources"][0]["latestOffset"]) == lso
+    progress = first.lastProgress
+    assert progress is not None
+    assert _offsets(progress["sources"][0]["latestOffset"]) == lso
     assert values(sink.all_rows()) == [b"c1-0", b"c1-1", b"c1-2", b"c1-3"]
     before = set(sink.rows)
 

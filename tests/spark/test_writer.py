@@ -12,14 +12,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from tests.broker.aio_clients import consume_all as aio_consume_all
-from tests.broker.clients import assert_nothing_open, kcat_consume, kcat_path
+from tests.broker.clients import kcat_consume, kcat_path
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches, interleaved, reference_rows, values
+from tests.spark.kafka_data import committed_batches, reference_rows, values
 from tests.spark.writer_kit import pipeline
+from tests.support.lso import assert_nothing_open
+from tests.support.txns import interleaved
 
 
 def _prefix() -> str:
@@ -141,7 +144,7 @@ def test_bad_input_columns_fail_at_start(
     spark: SparkSession, kafka: KafkaTarget, columns: str, named: str
 ) -> None:
     df = spark.createDataFrame([], columns)
-    with pytest.raises(Exception, match=named):
+    with pytest.raises(PySparkException, match=named):
         df.write.format("kafka_txn").option(
             "kafka.bootstrap.servers", kafka.bootstrap_servers
         ).mode("append").save()
@@ -154,7 +157,8 @@ def test_failed_task_is_retried_exactly_once(
     bs = kafka.bootstrap_servers
     sink = kafka.create_topic(partitions=2, prefix="wretry")
 
-    def fail_first_attempt(value):
+    # Unannotated: udf() takes type hints for an Arrow UDF signature and refuses (str) -> str.
+    def fail_first_attempt(value):  # type: ignore[no-untyped-def]
         from pyspark import TaskContext
 
         ctx = TaskContext.get()

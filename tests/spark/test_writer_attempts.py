@@ -55,11 +55,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pyspark_kafka_txn.demo.child import local_spark_env
-from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import Row, reference_rows
 from tests.spark.speculation_job import ROWS as SPEC_ROWS
-from tests.spark.test_writer_crash import _kill_everything
+from tests.support.lso import assert_nothing_open
+from tests.support.spark import kill_everything
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_S = 240.0  # hang detector of every wait here, never a timing assertion
@@ -246,7 +246,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         for proc in reversed(procs):
-            _kill_everything(proc)
+            kill_everything(proc)
 
 
 @pytest.mark.slow
@@ -270,7 +270,7 @@ def test_speculative_copy_writes_the_partition_exactly_once(
     try:
         job.wait(HANG_S * 2)
     finally:
-        _kill_everything(job)
+        kill_everything(job)
     assert job.returncode == 0, log.read_text()[-5000:]
 
     tasks = json.loads((work / "tasks.json").read_text())

@@ -16,9 +16,6 @@ the batch again, exactly once.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -35,10 +32,11 @@ from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
-from tests.broker.clients import assert_nothing_open
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 from tests.spark.writer_kit import open_transactions, wait_until
+from tests.support.lso import assert_nothing_open
+from tests.support.spark import kill_everything
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,34 +55,6 @@ def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Spark's Python daemon and workers leave its group)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _kill_everything(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the query process, its JVM and every Python worker at once."""
-    victims = _descendants(proc.pid)
-    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
-        os.killpg(proc.pid, signal.SIGKILL)
-    for pid in victims:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait(30)
 
 
 def _until(proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]) -> T:
@@ -136,7 +106,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
                 first, log, "the decision record", lambda: _decided(cluster, prefix)
             )
     finally:
-        _kill_everything(first)
+        kill_everything(first)
         embedded.clear_faults()
     del rule
     assert len(decision.handles) >= 2, decision
@@ -178,7 +148,7 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     try:
         _until(first, log, "an attempt to record the decision", lambda: rule.hits > 0)
     finally:
-        _kill_everything(first)
+        kill_everything(first)
         embedded.clear_faults()
     with ClusterClient(bs) as cluster:
         open_now = find_open_transactions(cluster, prefix)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
@@ -25,7 +26,6 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
-from tests.broker.clients import assert_nothing_open, pinned_partitions
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import committed_batches, reference_rows
 from tests.spark.writer_kit import (
@@ -38,6 +38,7 @@ from tests.spark.writer_kit import (
     wait_until,
     while_held,
 )
+from tests.support.lso import assert_nothing_open, pinned_partitions
 
 
 def _prefix() -> str:
@@ -66,7 +67,7 @@ def _leave_open(bootstrap: str, tid: str, topic: str, partition: int, value: byt
 
 def _fails(query: StreamingQuery, match: str) -> str:
     """Wait for ``query`` to fail with an error containing ``match``; return its text."""
-    with pytest.raises(Exception, match=match) as failure:
+    with pytest.raises(StreamingQueryException, match=match) as failure:
         query.awaitTermination(180)
     return str(failure.value)
 

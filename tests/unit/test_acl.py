@@ -1,9 +1,11 @@
-"""The authorizer's decisions, as Kafka's StandardAuthorizer takes them (see
-/work/shared/reference/kafka-acls.md §2): DENY wins, implied operations for ALLOW only,
+"""The authorizer's decisions, as Kafka's StandardAuthorizer takes them (Kafka
+4.1's ``StandardAuthorizer`` and ``AclAuthorizer`` semantics): DENY wins, implied operations for ALLOW only,
 literal / wildcard / prefixed patterns, the no-ACL default, authorizeByResourceType,
 filters, and the RFC 2253 principal of a client certificate."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -47,7 +49,7 @@ def acl(
 
 
 def authorizer(*acls: AclBinding, **kwargs: object) -> Authorizer:
-    auth = Authorizer(("User:admin",), **kwargs)  # type: ignore[arg-type]
+    auth = Authorizer(("User:admin",), **kwargs)
     for a in acls:
         auth.add(a)
     return auth
@@ -129,16 +131,16 @@ def test_filters_select_as_kafka_does() -> None:
     other = acl(G, "orders", Op.READ, principal=BOB)
     auth = authorizer(lit, wild, pre, other)
 
-    def find(rtype: ResourceType, name: str | None, pattern: PatternType, **kw: object) -> set:
+    def find(rtype: ResourceType, name: str | None, pattern: PatternType, **kw: object) -> set[Any]:
         return set(
             auth.describe(
                 AclFilter(
                     resource_type=rtype,
                     resource_name=name,
                     pattern_type=pattern,
-                    principal=kw.get("principal"),  # type: ignore[arg-type]
+                    principal=kw.get("principal"),
                     host=None,
-                    operation=kw.get("op", Op.ANY),  # type: ignore[arg-type]
+                    operation=kw.get("op", Op.ANY),
                     permission=Permission.ANY,
                 )
             )

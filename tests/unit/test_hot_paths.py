@@ -23,7 +23,7 @@ from pyspark_kafka_txn.embedded.protocol import build, encode_response, response
 from pyspark_kafka_txn.embedded.records import iter_headers
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
 from pyspark_kafka_txn.embedded.wire import READ_UNCOMMITTED
-from tests.unit.batches import batch
+from tests.support.batches import batch
 
 NOW = 1_700_000_000_000
 

@@ -9,7 +9,7 @@ from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
 from pyspark_kafka_txn.embedded.wire import READ_COMMITTED, READ_UNCOMMITTED
-from tests.unit.batches import batch, decode_committed
+from tests.support.batches import batch, decode_committed
 
 NOW = 1_700_000_000_000
 

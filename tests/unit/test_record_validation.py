@@ -7,14 +7,11 @@ client's column-wise encoder; each test corrupts one thing and asserts the exact
 
 from __future__ import annotations
 
-import gzip
 import random
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-import cramjam
 import crc32c
 import numpy as np
 import pyarrow as pa
@@ -30,70 +27,10 @@ from pyspark_kafka_txn.embedded.validation import (
     prepare_client_batch,
     validate_client_batches,
 )
-from tests.unit.batches import varint
+from tests.support.batches import varint
+from tests.support.records import NOW, Rec, encode_record, make_batch, many
 
-NOW = 1_790_000_000_000
 HOUR = 3_600_000
-
-
-@dataclass
-class Rec:
-    value: bytes | None = b"v"
-    key: bytes | None = None
-    ts_delta: int = 0
-    offset_delta: int | None = None  # None: the record's index
-    headers: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
-    length_adjust: int = 0  # added to the encoded record length
-
-
-def encode_record(index: int, rec: Rec) -> bytes:
-    def blob(data: bytes | None) -> bytes:
-        return varint(-1) if data is None else varint(len(data)) + data
-
-    body = b"\x00" + varint(rec.ts_delta)
-    body += varint(index if rec.offset_delta is None else rec.offset_delta)
-    body += blob(rec.key) + blob(rec.value) + varint(len(rec.headers))
-    for hkey, hvalue in rec.headers:
-        body += blob(hkey) + blob(hvalue)
-    return varint(len(body) + rec.length_adjust) + body
-
-
-def compress(codec: int, raw: bytes) -> bytes:
-    if codec == 1:
-        return gzip.compress(raw)
-    if codec == 2:
-        return bytes(cramjam.snappy.compress_raw(raw))
-    if codec == 3:
-        return bytes(cramjam.lz4.compress(raw))
-    if codec == 4:
-        return bytes(cramjam.zstd.compress(raw))
-    return raw
-
-
-def make_batch(
-    recs: list[Rec],
-    *,
-    count: int | None = None,
-    base_ts: int = NOW,
-    max_ts: int | None = None,
-    codec: int = 0,
-    attributes: int = 0,
-    payload: bytes | None = None,
-    trailing: bytes = b"",
-    producer_id: int = 7,
-    base_sequence: int = 0,
-) -> bytes:
-    """A v2 idempotent batch (epoch 0) with a valid CRC."""
-    raw = b"".join(encode_record(i, r) for i, r in enumerate(recs)) + trailing
-    data = compress(codec, raw) if payload is None else payload
-    n = len(recs) if count is None else count
-    if max_ts is None:
-        max_ts = base_ts + max((r.ts_delta for r in recs), default=0)
-    tail = struct.pack(
-        ">hiqqqhii", attributes | codec, n - 1, base_ts, max_ts, producer_id, 0, base_sequence, n
-    ) + bytes(data)
-    head = struct.pack(">qiibI", 0, 9 + len(tail), -1, 2, crc32c.crc32c(tail))
-    return head + tail
 
 
 def _rules(**kwargs: Any) -> BatchRules:
@@ -109,10 +46,6 @@ def check(data: bytes, now_ms: int = NOW, **kwargs: Any) -> RecordError:
 def ok(data: bytes, **kwargs: Any) -> tuple[int, bytes]:
     header, stored = prepare_client_batch(data, _rules(**kwargs), api_version=9, now_ms=NOW)
     return header.max_timestamp, stored
-
-
-def many(n: int, size: int = 20) -> list[Rec]:
-    return [Rec(value=bytes([i % 251]) * size, ts_delta=i) for i in range(n)]
 
 
 # --- valid batches ---------------------------------------------------------------------

@@ -50,9 +50,9 @@ def test_initial_producer_epoch_is_validated(bad: object) -> None:
     with pytest.raises(
         ValueError, match=r"initial_producer_epoch must be an integer in 0\.\.32766"
     ):
-        ClusterConfig(initial_producer_epoch=bad)  # type: ignore[arg-type]
+        ClusterConfig(initial_producer_epoch=bad)
     with pytest.raises(ValueError, match="initial_producer_epoch"):
-        Harness(start=bad)  # type: ignore[arg-type]
+        Harness(start=bad)
 
 
 def test_exhaustion_boundary() -> None:

@@ -73,15 +73,15 @@ def _assigns_state(path: Path) -> list[str]:
     for node in ast.walk(tree):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
-            targets = node.targets
+            targets, line = node.targets, node.lineno
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
+            targets, line = [node.target], node.lineno
         for target in targets:
             elts = target.elts if isinstance(target, ast.Tuple) else [target]
             if any(isinstance(e, ast.Attribute) and e.attr == "state" for e in elts) and not any(
-                node.lineno in r for r in allowed
+                line in r for r in allowed
             ):
-                found.append(f"{path.name}:{node.lineno}")
+                found.append(f"{path.name}:{line}")
     return found
 
 

@@ -1,7 +1,7 @@
 """The transaction coordinator: producer ids, epochs, the KIP-98 state machine.
 
 Behaviour follows Kafka 4.x's ``TransactionCoordinator`` / ``TransactionMetadata``
-(see ``shared/reference/kafka-broker-semantics.md`` §2):
+(Kafka's ``TransactionCoordinator.scala`` and ``TransactionMetadata.scala``):
 
 * ``InitProducerId`` bumps the epoch (fencing older producers) and, when a
   transaction is ongoing, aborts it server-side and answers CONCURRENT_TRANSACTIONS

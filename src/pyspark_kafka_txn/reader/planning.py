@@ -384,7 +384,7 @@ class OffsetClient:
 
 def _offset_spec() -> Any:
     """confluent-kafka's ``OffsetSpec`` (re-exported by ``confluent_kafka.admin`` at runtime)."""
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+    from confluent_kafka.admin import OffsetSpec
 
     return OffsetSpec
 

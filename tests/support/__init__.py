@@ -1,0 +1,11 @@
+"""Helpers shared by the test modules; no test module imports another test module.
+
+* :mod:`tests.support.protocol`: the raw protocol client (one request over a fresh socket,
+  or one connection speaking kio entities, optionally over SASL), and the few raw requests
+  several modules send;
+* :mod:`tests.support.lso`: waiting until the last stable offset reaches the high watermark;
+* :mod:`tests.support.txns`: the interleaved committed / aborted / open transactions;
+* :mod:`tests.support.tls`: certificates for the TLS listeners (``trustme``);
+* :mod:`tests.support.bad_options`: the bad reader options, by name;
+* :mod:`tests.support.records`: record batches built byte by byte.
+"""

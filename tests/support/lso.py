@@ -1,0 +1,43 @@
+"""The last stable offset (LSO) against the high watermark, as librdkafka sees them.
+
+The one place that waits for markers (LSO = HWM) or checks that nothing pins the LSO. Tests
+that read through another client on purpose (aiokafka, the Java client) keep their own
+check through that client.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.broker.clients import watermarks
+
+HANG_S = 60.0  # hang detector, never a timing assertion
+
+
+def pinned_partitions(
+    bootstrap: str, topic: str, partitions: int
+) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
+    """Partitions whose LSO is below the high watermark (an open transaction pins it):
+    partition -> (read_committed, read_uncommitted) watermarks."""
+    out: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
+    for p in range(partitions):
+        committed = watermarks(bootstrap, topic, p, "read_committed")
+        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
+        if committed != uncommitted:
+            out[p] = (committed, uncommitted)
+    return out
+
+
+def assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
+    """No open transaction pins the LSO of any partition of ``topic``."""
+    pinned = pinned_partitions(bootstrap, topic, partitions)
+    assert not pinned, f"{topic}: LSO pinned (read_committed vs uncommitted): {pinned}"
+
+
+def wait_lso_at_hwm(bootstrap: str, topic: str, partitions: int, timeout_s: float = HANG_S) -> None:
+    """Wait until no transaction pins the LSO of any partition of ``topic``: the LSO is
+    at the high watermark (EndTxn returns before the markers are written)."""
+    deadline = time.monotonic() + timeout_s
+    while pinned_partitions(bootstrap, topic, partitions):
+        assert time.monotonic() < deadline, "LSO did not reach the high watermark"
+        time.sleep(0.05)

@@ -1,0 +1,61 @@
+"""Transactional topic layouts: committed, aborted and still-open transactions interleaved."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Producer
+
+from tests.broker.clients import txn_producer, watermarks
+from tests.support.lso import wait_lso_at_hwm
+
+
+def tid() -> str:
+    return f"spark-tx-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Interleaved:
+    """Two partitions holding committed, aborted and still-open transactions.
+
+    Per partition (offsets): 0-1 committed ``c1``, 2 commit marker, 3-4 aborted ``ab``,
+    5 abort marker, 6 ``open`` (transaction still open: the LSO), 7 committed ``c2``
+    (invisible under read_committed until ``open`` ends), 8 commit marker.
+    """
+
+    topic: str
+    open_producer: Producer
+
+    def commit_open(self, bootstrap: str) -> None:
+        self.open_producer.commit_transaction(10)
+        wait_lso_at_hwm(bootstrap, self.topic, 2)
+
+
+def interleaved(bootstrap: str, topic: str) -> Interleaved:
+    # The open transaction must outlive the test module (librdkafka's default is 60 s).
+    a = txn_producer(bootstrap, tid(), **{"transaction.timeout.ms": 600_000})
+    b = txn_producer(bootstrap, tid())
+    a.begin_transaction()
+    for i in range(4):
+        a.produce(topic, key=f"k{i}".encode(), value=f"c1-{i}".encode(), partition=i % 2)
+    a.commit_transaction(10)
+    b.begin_transaction()
+    for i in range(4):
+        b.produce(topic, value=f"ab-{i}".encode(), partition=i % 2)
+    b.flush(10)
+    b.abort_transaction(10)
+    a.begin_transaction()
+    for i in range(2):
+        a.produce(
+            topic, value=f"open-{i}".encode(), partition=i % 2, headers=[("h", b"v"), ("n", None)]
+        )
+    a.flush(10)
+    b.begin_transaction()
+    for i in range(2):
+        b.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
+    b.commit_transaction(10)
+    for p in (0, 1):
+        assert watermarks(bootstrap, topic, p, "read_committed")[1] == 6
+        assert watermarks(bootstrap, topic, p, "read_uncommitted")[1] == 9
+    return Interleaved(topic, a)

@@ -1,7 +1,9 @@
-"""The authorizer's decisions, as Kafka's StandardAuthorizer takes them (Kafka
-4.1's ``StandardAuthorizer`` and ``AclAuthorizer`` semantics): DENY wins, implied operations for ALLOW only,
-literal / wildcard / prefixed patterns, the no-ACL default, authorizeByResourceType,
-filters, and the RFC 2253 principal of a client certificate."""
+"""The authorizer's decisions, as Kafka 4.1's ``StandardAuthorizer`` takes them.
+
+DENY wins, implied operations for ALLOW only, literal / wildcard / prefixed patterns, the
+no-ACL default, authorizeByResourceType, filters, and the RFC 2253 principal of a client
+certificate.
+"""
 
 from __future__ import annotations
 

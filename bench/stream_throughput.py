@@ -26,6 +26,7 @@ Example::
 
     .venv/bin/python bench/stream_throughput.py                 # about 3 minutes here
     .venv/bin/python bench/stream_throughput.py --records 2000000 --rounds 3
+    .venv/bin/python bench/stream_throughput.py --plot docs/img/stream-throughput.png
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from _common import broker_process
+from _plot import FIGSIZE, pyplot, save
 from reader_throughput import Result, _floor_source, _raw_worker, _timed_query, run_processes
 from writer_overhead import (
     EXACTLY_ONCE,
@@ -80,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--processes", type=int, default=2, help="raw processes and Spark local[N]")
     p.add_argument("--batch-records", type=int, default=250_000, help="records per micro-batch")
     p.add_argument("--rounds", type=int, default=2, help="measured rounds after the warm-up")
+    p.add_argument("--plot", metavar="FILE.png", help="draw records/s of every measured phase")
     args = p.parse_args(argv)
     args.reader_options = {}  # what writer_overhead.spark_run reads
     return args
@@ -179,6 +182,37 @@ def summary(phases: list[Phase], baseline: float) -> str:
     )
 
 
+def plot(phases: list[Phase], baseline: float, path: str) -> None:
+    """Records/s of the measured rounds' phases, each labelled with its ratio."""
+    plt = pyplot()
+    from matplotlib.ticker import EngFormatter
+
+    loops = {p.round: p.result.rate for p in phases if p.name == LOOP}
+    shown = [p for p in phases if p.round > 0]
+    shown.sort(key=lambda p: (p.name not in (STREAM, BATCH, FLOOR), p.name, p.round))
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], 1.6 + 0.32 * (len(shown) + 1)))
+    names = ["raw consumers", *(f"{p.name}, round {p.round}" for p in shown)]
+    rates = [baseline, *(p.result.rate for p in shown)]
+    labels = ["1.00\N{MULTIPLICATION SIGN} raw"]
+    for p in shown:
+        if p.name in (PIPELINE, LOOP):
+            labels.append(f"{p.result.rate / loops[p.round]:.2f}\N{MULTIPLICATION SIGN} loop")
+        else:
+            labels.append(f"{p.result.rate / baseline:.2f}\N{MULTIPLICATION SIGN} raw")
+    colours = ["tab:grey"] + [
+        "tab:orange" if p.name in (PIPELINE, LOOP) else "tab:blue" for p in shown
+    ]
+    bars = ax.barh(range(len(names)), rates, color=colours)
+    ax.bar_label(bars, labels, padding=3, fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(rates) * 1.2)
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.set_xlabel("records/s")
+    ax.set_title("Streaming throughput, side by side in one run", fontsize=10)
+    save(fig, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every phase side by side and print the table and the ratios."""
     args = parse_args(argv)
@@ -215,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sys.stdout.write(report(phases, baseline))
     sys.stdout.write(summary(phases, baseline))
+    if args.plot:
+        plot(phases, baseline, args.plot)
+        sys.stdout.write(f"plot written to {args.plot}\n")
     return 0
 
 

@@ -162,13 +162,7 @@ def read_range(
         ``failOnDataLoss`` is true; otherwise the rest of the range is skipped). It is
         also a :class:`TimeoutError`.
     """
-    if partition.end <= partition.start:
-        return
-    reader = _RangeReader(options, partition, group_id)
-    try:
-        yield from reader.batches()
-    finally:
-        reader.close()
+    return read_ranges(options, (partition,), group_id=group_id)
 
 
 def read_ranges(

@@ -51,8 +51,8 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import first_address, sasl_conf
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.clients import first_address, sasl_conf
 from tests.support.protocol import RawClient, request_module
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}

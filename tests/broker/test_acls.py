@@ -53,8 +53,8 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import first_address, sasl_conf
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.clients import first_address, sasl_conf
 from tests.support.protocol import raw_request
 from tests.support.tls import tls_files
 

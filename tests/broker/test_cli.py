@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_kafka_txn.cli import build_parser
-from tests.broker.clients import (
+from tests.support.clients import (
     consume_all,
     free_port,
     sasl_conf,

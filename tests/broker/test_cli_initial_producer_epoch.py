@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from tests.broker.clients import free_port, start_cli_broker, stop_cli_broker
+from tests.support.clients import free_port, start_cli_broker, stop_cli_broker
 
 
 def test_new_transactional_ids_start_at_the_given_epoch_and_roll_over() -> None:

@@ -20,8 +20,8 @@ from kio.schema.offset_commit.v8 import request as offset_commit_v8
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.faults import FaultRule
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, txn_producer
 from tests.conftest import KafkaTarget
+from tests.support.clients import consume_all, txn_producer
 from tests.support.protocol import raw_request
 
 

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.broker.clients import first_address
 from tests.conftest import KafkaTarget
+from tests.support.clients import first_address
 from tests.support.protocol import RawClient, request_module
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14

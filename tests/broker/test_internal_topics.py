@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.groups import coordinator_partition
-from tests.broker.clients import txn_producer
+from tests.support.clients import txn_producer
 
 OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
 

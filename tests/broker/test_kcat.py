@@ -14,9 +14,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker import aio_clients as aio
-from tests.broker.clients import first_address, kcat_consume, kcat_path, kcat_run, txn_producer
 from tests.conftest import KafkaTarget
+from tests.support import aio_clients as aio
+from tests.support.clients import first_address, kcat_consume, kcat_path, kcat_run, txn_producer
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -14,9 +14,9 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
-from tests.broker.clients import txn_producer
 from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
+from tests.support.clients import txn_producer
 from tests.support.protocol import raw_request
 
 BASE_MS = 1_700_000_000_000

@@ -24,8 +24,9 @@ from confluent_kafka.admin import AdminClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import iter_headers
-from tests.broker import aio_clients as aio
-from tests.broker.clients import (
+from tests.broker.java_client import JavaClient
+from tests.support import aio_clients as aio
+from tests.support.clients import (
     consume_all,
     free_port,
     kcat_consume,
@@ -35,7 +36,6 @@ from tests.broker.clients import (
     txn_producer,
     watermarks,
 )
-from tests.broker.java_client import JavaClient
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.protocol import raw_produce
 
@@ -227,7 +227,7 @@ def test_kill_9_keeps_logs_producer_state_transactions_and_offsets(tmp_path: Pat
 _DELAYED_MARKERS_BROKER = """
 import sys, threading
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.broker import aio_clients as aio
+from tests.support import aio_clients as aio
 from tests.broker.java_client import JavaClient
 kafka = EmbeddedKafka(data_dir=sys.argv[1], port=int(sys.argv[2])).start()
 kafka.create_topic("data", 2)

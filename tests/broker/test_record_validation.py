@@ -19,8 +19,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, first_address, watermarks
 from tests.conftest import KafkaTarget
+from tests.support.clients import consume_all, first_address, watermarks
 from tests.support.protocol import raw_produce, raw_request
 from tests.support.records import Rec, make_batch, many
 

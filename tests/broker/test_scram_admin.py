@@ -25,8 +25,8 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import sasl_conf
 from tests.broker.java_client import JavaClient
+from tests.support.clients import sasl_conf
 
 ADMIN = ("admin", "admin-secret")
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import consume_all, sasl_conf, txn_producer
+from tests.support.clients import consume_all, sasl_conf, txn_producer
 from tests.support.tls import tls_files as make_tls_files
 
 HANG_S = 60.0  # hang detector, never a timing assertion

@@ -29,17 +29,17 @@ from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import (
+from tests.broker.java_client import JavaClient
+from tests.conftest import KafkaTarget
+from tests.support.clients import (
     consume_all,
     first_address,
     start_cli_broker,
     stop_cli_broker,
     txn_producer,
 )
-from tests.broker.java_client import JavaClient
-from tests.client.helpers import prepare_in_subprocess
-from tests.conftest import KafkaTarget
 from tests.support.protocol import raw_request
+from tests.support.readback import prepare_in_subprocess
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -13,10 +13,10 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ProducerFenced
 
-from tests.broker import aio_clients as aio
-from tests.broker.aio_clients import running, tid, txn_producer
-from tests.broker.clients import consume_all as librdkafka_consume_all
 from tests.conftest import KafkaTarget
+from tests.support import aio_clients as aio
+from tests.support.aio_clients import running, tid, txn_producer
+from tests.support.clients import consume_all as librdkafka_consume_all
 
 
 def _values(records: list[aio.AioRecord]) -> list[bytes | None]:

@@ -9,10 +9,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.broker.clients import consume_all, txn_producer, watermarks
 from tests.conftest import KafkaTarget
-from tests.support.lso import HANG_S, wait_lso_at_hwm
+from tests.support.clients import consume_all, txn_producer, watermarks
+from tests.support.lso import HANG_S
 from tests.support.protocol import stable_offset_fetch_error
+from tests.support.txns import interleaved
 
 
 def _tid() -> str:
@@ -22,27 +23,8 @@ def _tid() -> str:
 def test_interleaved_committed_aborted_open(kafka: KafkaTarget) -> None:
     topic = kafka.create_topic(partitions=2)
     bs = kafka.bootstrap_servers
-    a = txn_producer(bs, _tid())
-    b = txn_producer(bs, _tid())
     # a: committed, b: aborted, a: still open, b: committed after a opened.
-    a.begin_transaction()
-    for i in range(4):
-        a.produce(topic, value=f"c1-{i}".encode(), partition=i % 2)
-    a.commit_transaction(10)
-    b.begin_transaction()
-    for i in range(4):
-        b.produce(topic, value=f"ab-{i}".encode(), partition=i % 2)
-    b.flush(10)
-    b.abort_transaction(10)
-    a.begin_transaction()
-    for i in range(2):
-        a.produce(topic, value=f"open-{i}".encode(), partition=i % 2)
-    a.flush(10)
-    open_first = {p: watermarks(bs, topic, p, "read_uncommitted")[1] - 1 for p in (0, 1)}
-    b.begin_transaction()
-    for i in range(2):
-        b.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
-    b.commit_transaction(10)
+    layout = interleaved(bs, topic)
 
     committed = consume_all(bs, topic, 2)
     assert [v for _, _, v in committed] == [b"c1-0", b"c1-2", b"c1-1", b"c1-3"]
@@ -54,10 +36,9 @@ def test_interleaved_committed_aborted_open(kafka: KafkaTarget) -> None:
     )
     for p in (0, 1):
         # LATEST under read_committed is the first offset of the open transaction...
-        assert watermarks(bs, topic, p, "read_committed")[1] == open_first[p]
+        assert watermarks(bs, topic, p, "read_committed")[1] == layout.open_first[p]
         # ...while the committed records of b after it stay invisible.
-    a.commit_transaction(10)
-    wait_lso_at_hwm(bs, topic, 2)
+    layout.commit_open(bs)
     after = consume_all(bs, topic, 2)
     assert sorted(v for _, _, v in after) == sorted(
         [f"c1-{i}".encode() for i in range(4)] + [b"open-0", b"open-1", b"c2-0", b"c2-1"]

@@ -18,10 +18,10 @@ import pytest
 from confluent_kafka import Producer
 
 from pyspark_kafka_txn.demo.child import local_spark_env
-from tests.broker.clients import txn_producer
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
 from tests.conftest import KafkaTarget
+from tests.support.clients import txn_producer
 
 
 def _value(n: int, src: str | None = None) -> bytes:

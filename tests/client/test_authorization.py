@@ -44,7 +44,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import sasl_conf
+from tests.support.clients import sasl_conf
 
 APP_PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"
 USERS = {"admin": "admin-pw", "app": APP_PASSWORD}

@@ -28,7 +28,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.txn import MAX_EPOCH_BEFORE_EXHAUSTED
-from tests.client.helpers import read_records
+from tests.support.readback import read_records
 
 START = MAX_EPOCH_BEFORE_EXHAUSTED - 3  # 32763: a new producer id is 3 bumps from exhausted
 PARTITIONS = 2

@@ -18,8 +18,8 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.broker.clients import consume_all
 from tests.conftest import KafkaTarget
+from tests.support.clients import consume_all
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -27,13 +27,13 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.records import Compression
 from pyspark_kafka_txn.client.txn_state import TransactionState
-from tests.client.helpers import (
+from tests.conftest import KafkaTarget
+from tests.support.readback import (
     prepare_in_subprocess,
     read_records,
     read_records_aiokafka,
     wait_for_values,
 )
-from tests.conftest import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

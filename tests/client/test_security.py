@@ -33,7 +33,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.clients import consume_all
+from tests.support.clients import consume_all
 from tests.support.tls import tls_files
 
 

@@ -38,7 +38,7 @@ from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decis
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import OPEN_STATES, TaskIdentity, connect, write_task
-from tests.client.helpers import read_records
+from tests.support.readback import read_records
 
 TIMEOUT_MS = 5000
 ROWS = 60

@@ -11,22 +11,10 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from pyspark_kafka_txn.schema import spark_schema
-from tests.broker.clients import txn_producer
-from tests.support.txns import tid
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
 Row = tuple[Any, ...]
-
-
-def committed_batches(bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]]) -> None:
-    """Write each inner list (partition, value) in its own committed transaction."""
-    producer = txn_producer(bootstrap, tid())
-    for batch in batches:
-        producer.begin_transaction()
-        for partition, value in batch:
-            producer.produce(topic, value=value, partition=partition)
-        producer.commit_transaction(10)
 
 
 def reference_rows(

@@ -62,8 +62,8 @@ from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.sink import resolve_timeout
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.broker.clients import sasl_conf
 from tests.spark.writer_kit import HANG_S, pipeline
+from tests.support.clients import sasl_conf
 
 APP = "app"
 #: The app's password: must appear in no error.

@@ -9,8 +9,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.broker.clients import txn_producer
 from tests.conftest import KafkaTarget
+from tests.support.clients import txn_producer
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.txns import tid
 

@@ -28,9 +28,8 @@ from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches
 from tests.support.bad_options import CASES, SECRET
-from tests.support.txns import interleaved
+from tests.support.txns import committed_batches, interleaved
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
 

@@ -19,9 +19,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.spark import Batches
+from tests.support.txns import committed_batches
 
 
 def _fail(df: DataFrame, batch_id: int) -> None:

@@ -58,7 +58,7 @@ from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import decision_group
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
-from tests.broker.clients import consume_messages
+from tests.support.clients import consume_messages
 from tests.support.tls import tls_files
 
 pytestmark = pytest.mark.own_spark

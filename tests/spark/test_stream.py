@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches, reference_rows, to_df, values
+from tests.spark.kafka_data import reference_rows, to_df, values
 from tests.support.spark import Batches
-from tests.support.txns import interleaved
+from tests.support.txns import committed_batches, interleaved
 
 
 def run_available_now(

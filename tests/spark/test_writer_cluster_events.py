@@ -23,9 +23,10 @@ from pyspark.sql import SparkSession
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.spark.kafka_data import committed_batches, reference_rows
+from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import completes, held, open_transactions, pipeline, while_held
 from tests.support.lso import assert_nothing_open
+from tests.support.txns import committed_batches
 
 #: New producer ids start here: exhausted (32766) after three batches of one task.
 START_EPOCH = 32760

@@ -27,7 +27,7 @@ from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProdu
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches, reference_rows
+from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import (
     completes,
     failing_while,
@@ -39,6 +39,7 @@ from tests.spark.writer_kit import (
     while_held,
 )
 from tests.support.lso import assert_nothing_open, pinned_partitions
+from tests.support.txns import committed_batches
 
 
 def _prefix() -> str:

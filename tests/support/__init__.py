@@ -4,7 +4,13 @@
   or one connection speaking kio entities, optionally over SASL), and the few raw requests
   several modules send;
 * :mod:`tests.support.lso`: waiting until the last stable offset reaches the high watermark;
-* :mod:`tests.support.txns`: the interleaved committed / aborted / open transactions;
+* :mod:`tests.support.clients`: librdkafka readers and transactional producers, kcat, the
+  CLI broker in a child process, SASL settings;
+* :mod:`tests.support.aio_clients`: the same through aiokafka;
+* :mod:`tests.support.readback`: whole records (keys, headers) read back by independent
+  clients, and a transaction prepared in another process;
+* :mod:`tests.support.txns`: the interleaved committed / aborted / open transactions, and
+  committed batches laid out partition by partition;
 * :mod:`tests.support.tls`: certificates for the TLS listeners (``trustme``);
 * :mod:`tests.support.bad_options`: the bad reader options, by name;
 * :mod:`tests.support.records`: record batches built byte by byte.

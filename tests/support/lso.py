@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from tests.broker.clients import watermarks
+from tests.support.clients import watermarks
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

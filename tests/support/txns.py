@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import Producer
 
-from tests.broker.clients import txn_producer, watermarks
+from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
 
 
 def tid() -> str:
+    """A fresh transactional id."""
     return f"spark-tx-{uuid.uuid4().hex[:10]}"
 
 
@@ -26,13 +27,17 @@ class Interleaved:
 
     topic: str
     open_producer: Producer
+    #: Per partition, the offset of the open transaction's first record (6).
+    open_first: dict[int, int]
 
     def commit_open(self, bootstrap: str) -> None:
+        """End the open transaction with a commit and wait until nothing pins the LSO."""
         self.open_producer.commit_transaction(10)
         wait_lso_at_hwm(bootstrap, self.topic, 2)
 
 
 def interleaved(bootstrap: str, topic: str) -> Interleaved:
+    """Write the layout of :class:`Interleaved` into ``topic`` (two partitions)."""
     # The open transaction must outlive the test module (librdkafka's default is 60 s).
     a = txn_producer(bootstrap, tid(), **{"transaction.timeout.ms": 600_000})
     b = txn_producer(bootstrap, tid())
@@ -51,6 +56,7 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
             topic, value=f"open-{i}".encode(), partition=i % 2, headers=[("h", b"v"), ("n", None)]
         )
     a.flush(10)
+    open_first = {p: watermarks(bootstrap, topic, p, "read_uncommitted")[1] - 1 for p in (0, 1)}
     b.begin_transaction()
     for i in range(2):
         b.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
@@ -58,4 +64,14 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
     for p in (0, 1):
         assert watermarks(bootstrap, topic, p, "read_committed")[1] == 6
         assert watermarks(bootstrap, topic, p, "read_uncommitted")[1] == 9
-    return Interleaved(topic, a)
+    return Interleaved(topic, a, open_first)
+
+
+def committed_batches(bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]]) -> None:
+    """Write each inner list of (partition, value) in its own committed transaction."""
+    producer = txn_producer(bootstrap, tid())
+    for batch in batches:
+        producer.begin_transaction()
+        for partition, value in batch:
+            producer.produce(topic, value=value, partition=partition)
+        producer.commit_transaction(10)

@@ -8,6 +8,7 @@ not use must not be imported on that path: kio alone (through ``hypothesis``) co
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -60,12 +61,22 @@ def test_producer_config_imports_no_protocol_numpy_or_arrow() -> None:
     assert loaded == []
 
 
-def test_client_package_loads_its_names_on_first_use() -> None:
-    import pyspark_kafka_txn.client as client
-    from pyspark_kafka_txn.client import ending, producer
-
-    assert client.TransactionalProducer is producer.TransactionalProducer
-    assert client.end_transactions is ending.end_transactions
-    assert set(client.__all__) <= set(dir(client))
-    with pytest.raises(AttributeError, match="no_such_name"):
-        _ = client.no_such_name
+@pytest.mark.parametrize(
+    ("package", "name", "home"),
+    [
+        ("client", "TransactionalProducer", "producer"),
+        ("client", "end_transactions", "ending"),
+        ("reader", "read_range", "executor"),
+        ("reader", "KafkaInputPartitions", "common"),
+    ],
+)
+def test_packages_load_their_names_on_first_use(package: str, name: str, home: str) -> None:
+    """``client`` and ``reader`` re-export lazily (``_lazy``): same objects, listed, strict."""
+    pkg = importlib.import_module(f"pyspark_kafka_txn.{package}")
+    module = importlib.import_module(f"pyspark_kafka_txn.{package}.{home}")
+    assert getattr(pkg, name) is getattr(module, name)
+    assert set(pkg.__all__) <= set(dir(pkg))
+    with pytest.raises(
+        AttributeError, match=f"'pyspark_kafka_txn.{package}' has no attribute 'nope'"
+    ):
+        _ = pkg.nope

@@ -18,8 +18,9 @@ The names of ``__all__`` are importable from this package; each is loaded on fir
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pyspark_kafka_txn._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.client.config import ProducerConfig
@@ -43,25 +44,15 @@ __all__ = [
 ]
 
 # Public name -> the module that defines it.
-_HOMES = {
-    "ClusterClient": "metadata",
-    "PreparedTransaction": "ending",
-    "ProducerConfig": "config",
-    "TransactionState": "txn_state",
-    "TransactionalProducer": "producer",
-    "end_transaction": "ending",
-    "end_transactions": "ending",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ClusterClient": f"{__name__}.metadata",
+        "PreparedTransaction": f"{__name__}.ending",
+        "ProducerConfig": f"{__name__}.config",
+        "TransactionState": f"{__name__}.txn_state",
+        "TransactionalProducer": f"{__name__}.producer",
+        "end_transaction": f"{__name__}.ending",
+        "end_transactions": f"{__name__}.ending",
+    },
+)

@@ -23,8 +23,9 @@ without the driver's.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pyspark_kafka_txn._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.errors import DataLossError
@@ -43,18 +44,14 @@ __all__ = [
 ]
 
 #: Where each re-exported name is defined.
-_HOMES = {
-    "DataLossError": "pyspark_kafka_txn.errors",
-    "KafkaBatchReader": "pyspark_kafka_txn.reader.batch",
-    "KafkaInputPartition": "pyspark_kafka_txn.reader.common",
-    "KafkaInputPartitions": "pyspark_kafka_txn.reader.common",
-    "KafkaStreamReader": "pyspark_kafka_txn.reader.stream",
-    "read_range": "pyspark_kafka_txn.reader.executor",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(home), name)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DataLossError": "pyspark_kafka_txn.errors",
+        "KafkaBatchReader": "pyspark_kafka_txn.reader.batch",
+        "KafkaInputPartition": "pyspark_kafka_txn.reader.common",
+        "KafkaInputPartitions": "pyspark_kafka_txn.reader.common",
+        "KafkaStreamReader": "pyspark_kafka_txn.reader.stream",
+        "read_range": "pyspark_kafka_txn.reader.executor",
+    },
+)

@@ -25,11 +25,10 @@ from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
-from tests.broker.clients import txn_producer, watermarks
 from tests.conftest import KafkaTarget
-from tests.spark.kafka_data import committed_batches
+from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
-from tests.support.txns import tid
+from tests.support.txns import committed_batches, tid
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

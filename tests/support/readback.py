@@ -14,7 +14,7 @@ from typing import Any, cast
 from confluent_kafka import Message
 
 from pyspark_kafka_txn.client.producer import PreparedTransaction
-from tests.broker.clients import consume_messages
+from tests.support.clients import consume_messages
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -1,4 +1,4 @@
-"""Option effects through Spark (driver-level checks: tests/spark/test_reader_driver.py)."""
+"""Option effects through Spark (driver-level checks: tests/reader/test_reader_driver.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import (
@@ -283,6 +284,31 @@ def metadata_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     )
 
 
+class _Answer(NamedTuple):
+    """FindCoordinator's answer for one key, named as the response fields (at the top level
+    before v4, one ``Coordinator`` per key from v4); -1 / empty where there is no node."""
+
+    error_code: ErrorCode
+    error_message: str | None = None
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
+
+def _coordinator_response(ctx: Context, req: Any, answer: Callable[[str], _Answer]) -> Any:
+    """The FindCoordinator response: ``answer(key)`` for the key (v0-3) or for every key,
+    in request order (v4+)."""
+    mod = response_module(FIND_COORDINATOR, ctx.version)
+    if ctx.version >= 4:
+        coords = tuple(
+            build(mod.Coordinator, key=key, **answer(key)._asdict()) for key in req.coordinator_keys
+        )
+        return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coords)
+    return build(
+        mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **answer(req.key)._asdict()
+    )
+
+
 def find_coordinator(ctx: Context, req: Any) -> Any:
     """FindCoordinator v0-6.
 
@@ -294,87 +320,36 @@ def find_coordinator(ctx: Context, req: Any) -> Any:
     or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     """
     cluster = ctx.cluster
-    mod = response_module(FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", COORDINATOR_GROUP)
 
-    def lookup(key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    def lookup(key: str) -> _Answer:
         if key_type == COORDINATOR_GROUP and not ctx.allowed(
             Operation.DESCRIBE, ResourceType.GROUP, key
         ):
-            return ErrorCode.group_authorization_failed, None, -1, "", -1
+            return _Answer(ErrorCode.group_authorization_failed)
         if key_type == COORDINATOR_TXN and not ctx.allowed(
             Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
-            return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
+            return _Answer(ErrorCode.transactional_id_authorization_failed)
         if key_type not in (COORDINATOR_GROUP, COORDINATOR_TXN):
-            return ErrorCode.invalid_request, f"unsupported key type {key_type}", -1, "", -1
+            return _Answer(ErrorCode.invalid_request, f"unsupported key type {key_type}")
         if key_type == COORDINATOR_TXN and not key:
-            return ErrorCode.invalid_request, "empty transactional id", -1, "", -1
+            return _Answer(ErrorCode.invalid_request, "empty transactional id")
         cluster.use_internal_topic(
             OFFSETS_TOPIC if key_type == COORDINATOR_GROUP else TRANSACTION_STATE_TOPIC
         )
         node = cluster.coordinator(key_type, key)
         if node not in cluster.running:
-            return ErrorCode.coordinator_not_available, None, -1, "", -1
+            return _Answer(ErrorCode.coordinator_not_available)
         host, port = cluster.addresses[node]
-        return ErrorCode.none, None, node, host, port
+        return _Answer(ErrorCode.none, None, node, host, port)
 
-    if ctx.version >= 4:
-        coords = []
-        for key in req.coordinator_keys:
-            code, msg, node, host, port = lookup(key)
-            coords.append(
-                build(
-                    mod.Coordinator,
-                    key=key,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=code,
-                    error_message=msg,
-                )
-            )
-        return build(
-            mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coords)
-        )
-    code, msg, node, host, port = lookup(req.key)
-    return build(
-        mod.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=msg,
-        node_id=node,
-        host=host,
-        port=port,
-    )
+    return _coordinator_response(ctx, req, lookup)
 
 
 def find_coordinator_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """FindCoordinator: ``code`` for the key (v0-3) or for every key (v4+)."""
-    mod = response_module(FIND_COORDINATOR, ctx.version)
-    if ctx.version >= 4:
-        coords = tuple(
-            build(
-                mod.Coordinator,
-                key=key,
-                node_id=-1,
-                host="",
-                port=-1,
-                error_code=code,
-                error_message=None,
-            )
-            for key in req.coordinator_keys
-        )
-        return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coords)
-    return build(
-        mod.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=None,
-        node_id=-1,
-        host="",
-        port=-1,
-    )
+    return _coordinator_response(ctx, req, lambda _key: _Answer(code))
 
 
 SPECS = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
@@ -225,25 +225,29 @@ def metadata(ctx: Context, req: Any) -> Any:
             if ctx.cluster_allowed(Operation.DESCRIBE)
             else 0
         )
+    return _metadata_response(ctx, mod, topics, cluster_ops)
+
+
+def _metadata_response(
+    ctx: Context, mod: Any, topics: Iterable[Any], cluster_ops: int = NO_AUTHORIZED_OPS
+) -> Any:
+    """A Metadata response listing ``topics``: the running brokers, the cluster id and the
+    controller (the lowest running node, -1 when none runs)."""
+    cluster = ctx.cluster
+    brokers = tuple(
+        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
+        for n, (h, p) in sorted(cluster.addresses.items())
+        if n in cluster.running
+    )
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=metadata_brokers(ctx, mod),
+        brokers=brokers,
         cluster_id=cluster.config.cluster_id,
         controller_id=min(cluster.running) if cluster.running else -1,
         topics=tuple(topics),
         cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
-    )
-
-
-def metadata_brokers(ctx: Context, mod: Any) -> tuple[Any, ...]:
-    """The running brokers, as a Metadata response lists them."""
-    cluster = ctx.cluster
-    return tuple(
-        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
-        for n, (h, p) in sorted(cluster.addresses.items())
-        if n in cluster.running
     )
 
 
@@ -271,16 +275,8 @@ def metadata_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
         wanted = [(t.name, t.topic_id) for t in cluster.topics.values()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in req.topics]
-    topics = tuple(topic_without_partitions(mod, name, topic_id, code) for name, topic_id in wanted)
-    return build(
-        mod.MetadataResponse,
-        throttle_time=NO_THROTTLE,
-        brokers=metadata_brokers(ctx, mod),
-        cluster_id=cluster.config.cluster_id,
-        controller_id=min(cluster.running) if cluster.running else -1,
-        topics=topics,
-        cluster_authorized_operations=NO_AUTHORIZED_OPS,
-        error_code=ErrorCode.none,
+    return _metadata_response(
+        ctx, mod, (topic_without_partitions(mod, name, topic_id, code) for name, topic_id in wanted)
     )
 
 

@@ -11,6 +11,7 @@ cluster's metadata at once.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import (
@@ -29,8 +30,35 @@ from pyspark_kafka_txn.embedded.wire import CREATE_ACLS, DELETE_ACLS, DESCRIBE_A
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 _NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
-_CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
-_FILTER_CODES = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+# The wire field of a CreateAcls creation and of a DescribeAcls / DeleteAcls filter that
+# gives each field of AclBinding / AclFilter.
+_CREATION_FIELDS = {
+    "resource_type": "resource_type",
+    "resource_name": "resource_name",
+    "pattern_type": "resource_pattern_type",
+    "principal": "principal",
+    "host": "host",
+    "operation": "operation",
+    "permission": "permission_type",
+}
+_FILTER_FIELDS = {
+    "resource_type": "resource_type_filter",
+    "resource_name": "resource_name_filter",
+    "pattern_type": "pattern_type_filter",
+    "principal": "principal_filter",
+    "host": "host_filter",
+    "operation": "operation",
+    "permission": "permission_type",
+}
+# The fields that are enum codes on the wire.
+_ENUMS = {
+    "resource_type": ResourceType,
+    "pattern_type": PatternType,
+    "operation": Operation,
+    "permission": Permission,
+}
+_CREATION_CODES = tuple(_CREATION_FIELDS[field] for field in _ENUMS)
+_FILTER_CODES = tuple(_FILTER_FIELDS[field] for field in _ENUMS)
 
 
 def _has_raw_zero(entries: Any, fields: tuple[str, ...]) -> bool:
@@ -56,16 +84,19 @@ def _refusal(
     return ErrorCode.none, None
 
 
+def _decoded(entry: Any, fields: Mapping[str, str]) -> dict[str, Any]:
+    """The AclBinding or AclFilter fields of a wire creation or filter (``fields``: the
+    wire name of each), the enum codes as their members."""
+    return {
+        field: _enum(_ENUMS[field], getattr(entry, wire))
+        if field in _ENUMS
+        else getattr(entry, wire)
+        for field, wire in fields.items()
+    }
+
+
 def _filter(entry: Any) -> AclFilter:
-    return AclFilter(
-        resource_type=_enum(ResourceType, entry.resource_type_filter),
-        resource_name=entry.resource_name_filter,
-        pattern_type=_enum(PatternType, entry.pattern_type_filter),
-        principal=entry.principal_filter,
-        host=entry.host_filter,
-        operation=_enum(Operation, entry.operation),
-        permission=_enum(Permission, entry.permission_type),
-    )
+    return AclFilter(**_decoded(entry, _FILTER_FIELDS))
 
 
 def create_acls(ctx: Context, req: Any) -> Any:
@@ -112,17 +143,7 @@ def _has_any(creations: Any) -> bool:
 
 def _create_one(authorizer: Authorizer, creation: Any) -> tuple[ErrorCode, str | None]:
     try:
-        authorizer.add(
-            AclBinding(
-                resource_type=_enum(ResourceType, creation.resource_type),
-                resource_name=creation.resource_name,
-                pattern_type=_enum(PatternType, creation.resource_pattern_type),
-                principal=creation.principal,
-                host=creation.host,
-                operation=_enum(Operation, creation.operation),
-                permission=_enum(Permission, creation.permission_type),
-            )
-        )
+        authorizer.add(AclBinding(**_decoded(creation, _CREATION_FIELDS)))
     except InvalidAclError as exc:
         return ErrorCode.invalid_request, str(exc)
     return ErrorCode.none, None

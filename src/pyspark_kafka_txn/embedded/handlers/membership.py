@@ -12,6 +12,7 @@ and LeaveGroup, DESCRIBE for DescribeGroups and ListGroups, DELETE for DeleteGro
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.dispatch import NO_AUTHORIZED_OPS, NO_THROTTLE, ApiSpec, Context
 from pyspark_kafka_txn.embedded.membership import (
     CLASSIC_GROUP_TYPE,
+    GroupDescription,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -237,18 +239,43 @@ def leave_group(ctx: Context, req: Any) -> Any:
     return _leave_response(ctx, top, outcomes)
 
 
-def _failed_group(mod: Any, group_id: str, code: ErrorCode, message: str | None = None) -> Any:
+def _described_group(
+    mod: Any,
+    group: GroupDescription,
+    code: ErrorCode = ErrorCode.none,
+    message: str | None = None,
+    operations: int = NO_AUTHORIZED_OPS,
+) -> Any:
+    """A DescribeGroups entry: the group's state (empty when ``None``), protocol and
+    members, with ``code`` and ``message``."""
+    members = tuple(
+        build(
+            mod.DescribedGroupMember,
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata,
+            member_assignment=m.assignment,
+        )
+        for m in group.members
+    )
     return build(
         mod.DescribedGroup,
         error_code=code,
         error_message=message,
-        group_id=group_id,
-        group_state="",
-        protocol_type="",
-        protocol_data="",
-        members=(),
-        authorized_operations=NO_AUTHORIZED_OPS,
+        group_id=group.group_id,
+        group_state=group.state.value if group.state is not None else "",
+        protocol_type=group.protocol_type,
+        protocol_data=group.protocol_data,
+        members=members,
+        authorized_operations=operations,
     )
+
+
+def _failed_group(mod: Any, group_id: str, code: ErrorCode, message: str | None = None) -> Any:
+    """A DescribeGroups entry with only the group id and the error."""
+    return _described_group(mod, GroupDescription(group_id=group_id, state=None), code, message)
 
 
 def describe_groups(ctx: Context, req: Any) -> Any:
@@ -274,43 +301,21 @@ def describe_groups(ctx: Context, req: Any) -> Any:
             groups.append(_failed_group(mod, group_id, ErrorCode.not_coordinator))
             continue
         described = membership.describe(group_id)
-        if described.state is None and ctx.version >= 6:
-            groups.append(
-                _failed_group(
-                    mod, group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        if described.state is None:
+            if ctx.version >= 6:
+                groups.append(
+                    _failed_group(
+                        mod, group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."
+                    )
                 )
-            )
-            continue
-        state = described.state or GroupState.DEAD
-        members = tuple(
-            build(
-                mod.DescribedGroupMember,
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                member_metadata=m.metadata,
-                member_assignment=m.assignment,
-            )
-            for m in described.members
+                continue
+            described = dataclasses.replace(described, state=GroupState.DEAD)  # before v6
+        operations = (
+            ctx.authorized_operations(ResourceType.GROUP, group_id)
+            if want_ops
+            else NO_AUTHORIZED_OPS
         )
-        groups.append(
-            build(
-                mod.DescribedGroup,
-                error_code=ErrorCode.none,
-                error_message=None,
-                group_id=group_id,
-                group_state=state.value,
-                protocol_type=described.protocol_type,
-                protocol_data=described.protocol_data,
-                members=members,
-                authorized_operations=(
-                    ctx.authorized_operations(ResourceType.GROUP, group_id)
-                    if want_ops
-                    else NO_AUTHORIZED_OPS
-                ),
-            )
-        )
+        groups.append(_described_group(mod, described, operations=operations))
     return build(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=(*denied, *groups))
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from pyspark_kafka_txn.embedded.acl import CLUSTER_NAME, Operation, ResourceType
 from pyspark_kafka_txn.embedded.cluster import (
@@ -224,25 +225,29 @@ def metadata(ctx: Context, req: Any) -> Any:
             if ctx.cluster_allowed(Operation.DESCRIBE)
             else 0
         )
+    return _metadata_response(ctx, mod, topics, cluster_ops)
+
+
+def _metadata_response(
+    ctx: Context, mod: Any, topics: Iterable[Any], cluster_ops: int = NO_AUTHORIZED_OPS
+) -> Any:
+    """A Metadata response listing ``topics``: the running brokers, the cluster id and the
+    controller (the lowest running node, -1 when none runs)."""
+    cluster = ctx.cluster
+    brokers = tuple(
+        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
+        for n, (h, p) in sorted(cluster.addresses.items())
+        if n in cluster.running
+    )
     return build(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=metadata_brokers(ctx, mod),
+        brokers=brokers,
         cluster_id=cluster.config.cluster_id,
         controller_id=min(cluster.running) if cluster.running else -1,
         topics=tuple(topics),
         cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
-    )
-
-
-def metadata_brokers(ctx: Context, mod: Any) -> tuple[Any, ...]:
-    """The running brokers, as a Metadata response lists them."""
-    cluster = ctx.cluster
-    return tuple(
-        build(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
-        for n, (h, p) in sorted(cluster.addresses.items())
-        if n in cluster.running
     )
 
 
@@ -270,16 +275,33 @@ def metadata_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
         wanted = [(t.name, t.topic_id) for t in cluster.topics.values()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in req.topics]
-    topics = tuple(topic_without_partitions(mod, name, topic_id, code) for name, topic_id in wanted)
+    return _metadata_response(
+        ctx, mod, (topic_without_partitions(mod, name, topic_id, code) for name, topic_id in wanted)
+    )
+
+
+class _Answer(NamedTuple):
+    """FindCoordinator's answer for one key, named as the response fields (at the top level
+    before v4, one ``Coordinator`` per key from v4); -1 / empty where there is no node."""
+
+    error_code: ErrorCode
+    error_message: str | None = None
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
+
+def _coordinator_response(ctx: Context, req: Any, answer: Callable[[str], _Answer]) -> Any:
+    """The FindCoordinator response: ``answer(key)`` for the key (v0-3) or for every key,
+    in request order (v4+)."""
+    mod = response_module(FIND_COORDINATOR, ctx.version)
+    if ctx.version >= 4:
+        coords = tuple(
+            build(mod.Coordinator, key=key, **answer(key)._asdict()) for key in req.coordinator_keys
+        )
+        return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coords)
     return build(
-        mod.MetadataResponse,
-        throttle_time=NO_THROTTLE,
-        brokers=metadata_brokers(ctx, mod),
-        cluster_id=cluster.config.cluster_id,
-        controller_id=min(cluster.running) if cluster.running else -1,
-        topics=topics,
-        cluster_authorized_operations=NO_AUTHORIZED_OPS,
-        error_code=ErrorCode.none,
+        mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **answer(req.key)._asdict()
     )
 
 
@@ -294,87 +316,36 @@ def find_coordinator(ctx: Context, req: Any) -> Any:
     or the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     """
     cluster = ctx.cluster
-    mod = response_module(FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", COORDINATOR_GROUP)
 
-    def lookup(key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    def lookup(key: str) -> _Answer:
         if key_type == COORDINATOR_GROUP and not ctx.allowed(
             Operation.DESCRIBE, ResourceType.GROUP, key
         ):
-            return ErrorCode.group_authorization_failed, None, -1, "", -1
+            return _Answer(ErrorCode.group_authorization_failed)
         if key_type == COORDINATOR_TXN and not ctx.allowed(
             Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
-            return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
+            return _Answer(ErrorCode.transactional_id_authorization_failed)
         if key_type not in (COORDINATOR_GROUP, COORDINATOR_TXN):
-            return ErrorCode.invalid_request, f"unsupported key type {key_type}", -1, "", -1
+            return _Answer(ErrorCode.invalid_request, f"unsupported key type {key_type}")
         if key_type == COORDINATOR_TXN and not key:
-            return ErrorCode.invalid_request, "empty transactional id", -1, "", -1
+            return _Answer(ErrorCode.invalid_request, "empty transactional id")
         cluster.use_internal_topic(
             OFFSETS_TOPIC if key_type == COORDINATOR_GROUP else TRANSACTION_STATE_TOPIC
         )
         node = cluster.coordinator(key_type, key)
         if node not in cluster.running:
-            return ErrorCode.coordinator_not_available, None, -1, "", -1
+            return _Answer(ErrorCode.coordinator_not_available)
         host, port = cluster.addresses[node]
-        return ErrorCode.none, None, node, host, port
+        return _Answer(ErrorCode.none, None, node, host, port)
 
-    if ctx.version >= 4:
-        coords = []
-        for key in req.coordinator_keys:
-            code, msg, node, host, port = lookup(key)
-            coords.append(
-                build(
-                    mod.Coordinator,
-                    key=key,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=code,
-                    error_message=msg,
-                )
-            )
-        return build(
-            mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coords)
-        )
-    code, msg, node, host, port = lookup(req.key)
-    return build(
-        mod.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=msg,
-        node_id=node,
-        host=host,
-        port=port,
-    )
+    return _coordinator_response(ctx, req, lookup)
 
 
 def find_coordinator_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """FindCoordinator: ``code`` for the key (v0-3) or for every key (v4+)."""
-    mod = response_module(FIND_COORDINATOR, ctx.version)
-    if ctx.version >= 4:
-        coords = tuple(
-            build(
-                mod.Coordinator,
-                key=key,
-                node_id=-1,
-                host="",
-                port=-1,
-                error_code=code,
-                error_message=None,
-            )
-            for key in req.coordinator_keys
-        )
-        return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coords)
-    return build(
-        mod.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=None,
-        node_id=-1,
-        host="",
-        port=-1,
-    )
+    return _coordinator_response(ctx, req, lambda _key: _Answer(code))
 
 
 SPECS = (

@@ -113,14 +113,19 @@ def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
     CLUSTER_AUTHORIZATION_FAILED.
     """
     mod = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
-    if not ctx.cluster_allowed(Operation.DESCRIBE):
-        return build(
-            mod.DescribeUserScramCredentialsResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.cluster_authorization_failed,
-            error_message=None,
-            results=(),
-        )
+    allowed = ctx.cluster_allowed(Operation.DESCRIBE)
+    return build(
+        mod.DescribeUserScramCredentialsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none if allowed else ErrorCode.cluster_authorization_failed,
+        error_message=None,
+        results=_user_credentials(ctx, mod, req) if allowed else (),
+    )
+
+
+def _user_credentials(ctx: Context, mod: Any, req: Any) -> tuple[Any, ...]:
+    """DescribeUserScramCredentials' result per user asked for (every user, for a null or
+    empty list), in request order."""
     stored = ctx.cluster.scram.credentials
     codes = {name: code for code, (name, _) in SCRAM_MECHANISM_CODES.items()}
     everyone = sorted({user for users in stored.values() for user in users})
@@ -152,13 +157,7 @@ def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
                 credential_infos=infos,
             )
         )
-    return build(
-        mod.DescribeUserScramCredentialsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        results=tuple(results),
-    )
+    return tuple(results)
 
 
 def _scram_change_error(

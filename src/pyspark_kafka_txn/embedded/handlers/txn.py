@@ -48,6 +48,20 @@ def _not_coordinator(ctx: Context, key_type: int, key: str) -> bool:
     return ctx.cluster.coordinator(key_type, key) != ctx.node_id
 
 
+def _producer_response(
+    response_cls: type[Any], code: ErrorCode, producer_id: int = -1, epoch: int = -1
+) -> Any:
+    """An InitProducerId or EndTxn response (``response_cls``): both answer an error code,
+    a producer id and its epoch (-1 without them)."""
+    return build(
+        response_cls,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+    )
+
+
 def init_producer_id(ctx: Context, req: Any) -> Any:
     """InitProducerId v0-5, and v6 (KIP-939) when the cluster advertises it.
 
@@ -80,12 +94,11 @@ def init_producer_id(ctx: Context, req: Any) -> Any:
             enable_2pc=getattr(req, "enable2_pc", False),
             keep_prepared=getattr(req, "keep_prepared_txn", False),
         )
-    return build(
+    return _producer_response(
         mod.InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=_fenced_for_old(ctx.version, result.error, 4),
-        producer_id=result.producer_id,
-        producer_epoch=result.epoch,
+        _fenced_for_old(ctx.version, result.error, 4),
+        result.producer_id,
+        result.epoch,
     )
 
 
@@ -240,12 +253,11 @@ def end_txn(ctx: Context, req: Any) -> Any:
             tid, req.producer_id, req.producer_epoch, req.committed, tv2=ctx.version >= 5
         )
     ok = result.error is ErrorCode.none
-    return build(
+    return _producer_response(
         mod.EndTxnResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=_fenced_for_old(ctx.version, result.error, 2),
-        producer_id=result.producer_id if ok else -1,
-        producer_epoch=result.epoch if ok else -1,
+        _fenced_for_old(ctx.version, result.error, 2),
+        result.producer_id if ok else -1,
+        result.epoch if ok else -1,
     )
 
 
@@ -446,13 +458,8 @@ def list_transactions(ctx: Context, req: Any) -> Any:
 
 def init_producer_id_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """InitProducerId: ``code``, no producer id or epoch."""
-    mod = response_module(INIT_PRODUCER_ID, ctx.version)
-    return build(
-        mod.InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        producer_id=-1,
-        producer_epoch=-1,
+    return _producer_response(
+        response_module(INIT_PRODUCER_ID, ctx.version).InitProducerIdResponse, code
     )
 
 
@@ -464,14 +471,7 @@ def add_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 
 def end_txn_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """EndTxn: ``code``, no producer id or epoch (v5)."""
-    mod = response_module(END_TXN, ctx.version)
-    return build(
-        mod.EndTxnResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
+    return _producer_response(response_module(END_TXN, ctx.version).EndTxnResponse, code)
 
 
 SPECS = (

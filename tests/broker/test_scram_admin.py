@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -25,7 +30,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from tests.broker.java_client import JavaClient
+from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import sasl_conf
 
 ADMIN = ("admin", "admin-secret")
@@ -165,3 +170,46 @@ def test_java_admin_manages_scram_users(kafka: EmbeddedKafka) -> None:
     # The Java client's salted password is what librdkafka's login is checked against.
     assert _authenticates(kafka, user, "java-pw", "SCRAM-SHA-256")
     assert not _authenticates(kafka, user, "other", "SCRAM-SHA-256")
+
+
+def test_describe_needs_describe_on_the_cluster() -> None:
+    """Without DESCRIBE on the cluster the request is refused (the Java admin client sees
+    ClusterAuthorizationException for the user it named); once granted, the same user
+    sees the mechanisms and iterations. (librdkafka's admin client crashes the process
+    on this refusal, so the Java client checks it.)"""
+    reader = ("reader", "reader-secret")
+    security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN, reader]))
+    with EmbeddedKafka(security=security, authorizer=True, super_users=("User:admin",)) as kafka:
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{reader[0]}" password="{reader[1]}";'
+        )
+        java = JavaClient(
+            kafka.bootstrap_servers,
+            "security.protocol=SASL_PLAINTEXT",
+            "sasl.mechanism=SCRAM-SHA-512",
+            f"sasl.jaas.config={jaas}",
+        )
+        try:
+            with pytest.raises(JavaClientError) as refused:
+                java.call("scramdescribe", ADMIN[0])
+            assert refused.value.error == "ClusterAuthorizationException", refused.value
+
+            grant = AclBinding(
+                ResourceType.BROKER,
+                "kafka-cluster",
+                ResourcePatternType.LITERAL,
+                "User:reader",
+                "*",
+                AclOperation.DESCRIBE,
+                AclPermissionType.ALLOW,
+            )
+            admin = _admin(kafka)
+            for future in admin.create_acls([grant], request_timeout=30).values():
+                future.result(30)
+            assert java.call("scramdescribe", ADMIN[0]) == [
+                ["SCRAM_SHA_256", 4096],
+                ["SCRAM_SHA_512", 4096],
+            ]
+        finally:
+            java.close()

@@ -103,6 +103,10 @@ def sasl_authenticate(ctx: Context, req: Any) -> Any:
     )
 
 
+#: Kafka's message of a ClusterAuthorizationException built from its error code.
+_CLUSTER_REFUSED = "Cluster authorization failed."
+
+
 def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
     """DescribeUserScramCredentials v0.
 
@@ -110,16 +114,30 @@ def describe_user_scram_credentials(ctx: Context, req: Any) -> Any:
     mechanisms and iterations, RESOURCE_NOT_FOUND for a user without any, and
     DUPLICATE_RESOURCE for a user named twice (Kafka's messages). Salts and keys are
     never sent. ACLs: DESCRIBE on the cluster, else a top-level
-    CLUSTER_AUTHORIZATION_FAILED.
+    CLUSTER_AUTHORIZATION_FAILED and, as Kafka's error response has it, one result with
+    that error and no user name per user named in the request.
     """
     mod = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
-    allowed = ctx.cluster_allowed(Operation.DESCRIBE)
+    if ctx.cluster_allowed(Operation.DESCRIBE):
+        code, message, results = ErrorCode.none, None, _user_credentials(ctx, mod, req)
+    else:
+        code, message = ErrorCode.cluster_authorization_failed, _CLUSTER_REFUSED
+        results = tuple(
+            build(
+                mod.DescribeUserScramCredentialsResult,
+                user="",
+                error_code=code,
+                error_message=message,
+                credential_infos=(),
+            )
+            for _ in req.users or ()
+        )
     return build(
         mod.DescribeUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none if allowed else ErrorCode.cluster_authorization_failed,
-        error_message=None,
-        results=_user_credentials(ctx, mod, req) if allowed else (),
+        error_code=code,
+        error_message=message,
+        results=results,
     )
 
 

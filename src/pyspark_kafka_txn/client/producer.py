@@ -464,9 +464,7 @@ class TransactionalProducer:
                 body = conn.request(
                     ADD_OFFSETS_TO_TXN,
                     version,
-                    transactional_id=self.transactional_id,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
+                    **self._handle().request_fields(),
                     group_id=group_id,
                 )
                 check(
@@ -508,10 +506,8 @@ class TransactionalProducer:
             body = conn.request(
                 TXN_OFFSET_COMMIT,
                 version,
-                transactional_id=self.transactional_id,
+                **self._handle().request_fields(),
                 group_id=group_id,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
                 generation_id=-1,
                 member_id="",
                 group_instance_id=None,
@@ -539,6 +535,11 @@ class TransactionalProducer:
         self._require("prepare")
         self.flush()
         self._move(TransactionState.PREPARED, "prepare")
+        return self._handle()
+
+    def _handle(self) -> PreparedTransaction:
+        """The current transaction as another process would end it; its
+        :meth:`~PreparedTransaction.request_fields` are those of our requests too."""
         return PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
@@ -573,9 +574,7 @@ class TransactionalProducer:
         """
         if commit:
             self._move(TransactionState.COMMITTING, call)
-        handle = PreparedTransaction(
-            self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
-        )
+        handle = self._handle()
         added = bool(self._in_txn or self._offsets_added)
         try:
             if added or self.transaction_version < 2:

@@ -53,8 +53,9 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from pyspark_kafka_txn.client.admin import offset_commit_topics
 from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
-from pyspark_kafka_txn.client.connection import Connection, build
+from pyspark_kafka_txn.client.connection import Connection
 from pyspark_kafka_txn.client.ending import (
     PreparedTransaction,
     end_transaction,
@@ -478,30 +479,13 @@ class TransactionalProducer:
 
             self._coordinator_call("AddOffsetsToTxn", add)
 
-        by_topic: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
-        for (topic, part), off in sorted(offsets.items()):
-            by_topic[topic].append((part, off))
+        with_metadata = {tp: (offset, metadata) for tp, offset in offsets.items()}
 
         def commit(conn: Connection) -> None:
             top = 5 if self.transaction_version >= 2 else 4
             version = conn.version(TXN_OFFSET_COMMIT, 0, top)
-            mod = load_payload_module(TXN_OFFSET_COMMIT, version, EntityType.request)
-            topics = tuple(
-                build(
-                    mod.TxnOffsetCommitRequestTopic,
-                    name=t,
-                    partitions=tuple(
-                        build(
-                            mod.TxnOffsetCommitRequestPartition,
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=-1,  # v2+
-                            committed_metadata=metadata,
-                        )
-                        for p, o in ps
-                    ),
-                )
-                for t, ps in by_topic.items()
+            topics = offset_commit_topics(
+                TXN_OFFSET_COMMIT, version, "TxnOffsetCommitRequest", with_metadata
             )
             body = conn.request(
                 TXN_OFFSET_COMMIT,

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -312,33 +313,9 @@ def commit_offsets(
         The first partition's error (e.g. OFFSET_METADATA_TOO_LARGE,
         UNKNOWN_TOPIC_OR_PARTITION); retriable ones are retried first.
     """
-    by_topic: dict[str, list[tuple[int, int, str | None]]] = {}
-    for (topic, part), (offset, metadata) in sorted(offsets.items()):
-        by_topic.setdefault(topic, []).append((part, offset, metadata))
 
     def call(conn: Connection) -> None:
         version = conn.version(OFFSET_COMMIT, 5, 8)  # v5+: no retention field
-        topics = tuple(
-            request_entity(
-                OFFSET_COMMIT,
-                version,
-                "OffsetCommitRequestTopic",
-                name=t,
-                partitions=tuple(
-                    request_entity(
-                        OFFSET_COMMIT,
-                        version,
-                        "OffsetCommitRequestPartition",
-                        partition_index=p,
-                        committed_offset=o,
-                        committed_leader_epoch=-1,
-                        committed_metadata=m,
-                    )
-                    for p, o, m in ps
-                ),
-            )
-            for t, ps in by_topic.items()
-        )
         body = conn.request(
             OFFSET_COMMIT,
             version,
@@ -346,7 +323,7 @@ def commit_offsets(
             generation_id_or_member_epoch=-1,
             member_id="",
             group_instance_id=None,
-            topics=topics,
+            topics=offset_commit_topics(OFFSET_COMMIT, version, "OffsetCommitRequest", offsets),
         )
         for topic in body.topics:
             for res in topic.partitions:
@@ -358,6 +335,50 @@ def commit_offsets(
                 )
 
     cluster.coordinator_call(GROUP, group_id, "OffsetCommit", call)
+
+
+def offset_commit_topics(
+    api_key: int,
+    version: int,
+    entity_prefix: str,
+    offsets: Mapping[tuple[str, int], tuple[int, str | None]],
+) -> tuple[Any, ...]:
+    """The ``topics`` of an OffsetCommit or a TxnOffsetCommit request (the same fields).
+
+    Parameters
+    ----------
+    api_key, version
+        The request's API key and version.
+    entity_prefix
+        Its entities' common prefix: ``"OffsetCommitRequest"`` or
+        ``"TxnOffsetCommitRequest"`` (``…Topic`` holds ``…Partition`` entries).
+    offsets
+        ``(topic, partition) -> (offset, metadata)``, sent sorted by topic and partition.
+    """
+    by_topic: dict[str, list[tuple[int, int, str | None]]] = {}
+    for (topic, part), (offset, metadata) in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append((part, offset, metadata))
+    return tuple(
+        request_entity(
+            api_key,
+            version,
+            f"{entity_prefix}Topic",
+            name=t,
+            partitions=tuple(
+                request_entity(
+                    api_key,
+                    version,
+                    f"{entity_prefix}Partition",
+                    partition_index=p,
+                    committed_offset=o,
+                    committed_leader_epoch=-1,  # v2+ of TxnOffsetCommit
+                    committed_metadata=m,
+                )
+                for p, o, m in ps
+            ),
+        )
+        for t, ps in by_topic.items()
+    )
 
 
 def _raise_for(

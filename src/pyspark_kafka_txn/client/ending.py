@@ -44,6 +44,15 @@ class PreparedTransaction:
     producer_epoch: int
     transaction_version: int
 
+    def request_fields(self) -> dict[str, Any]:
+        """The producer's fields of its transactional requests (EndTxn, AddOffsetsToTxn,
+        TxnOffsetCommit): ``transactional_id``, ``producer_id``, ``producer_epoch``."""
+        return {
+            "transactional_id": self.transactional_id,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+        }
+
 
 def _send_end_txn(
     conn: Connection, transaction: PreparedTransaction, commit: bool
@@ -53,14 +62,7 @@ def _send_end_txn(
     EndTxn ≤ v4 for transaction version 1, v5 (which returns the bumped epoch) for 2.
     """
     version = conn.version(END_TXN, 0, 5 if transaction.transaction_version >= 2 else 4)
-    cid = conn.send(
-        END_TXN,
-        version,
-        transactional_id=transaction.transactional_id,
-        producer_id=transaction.producer_id,
-        producer_epoch=transaction.producer_epoch,
-        committed=commit,
-    )
+    cid = conn.send(END_TXN, version, **transaction.request_fields(), committed=commit)
     return cid, version
 
 

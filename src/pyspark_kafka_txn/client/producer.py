@@ -53,8 +53,9 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from pyspark_kafka_txn.client.admin import offset_commit_topics
 from pyspark_kafka_txn.client.config import TWO_PHASE_COMMIT_OPTION, ProducerConfig
-from pyspark_kafka_txn.client.connection import Connection, build
+from pyspark_kafka_txn.client.connection import Connection
 from pyspark_kafka_txn.client.ending import (
     PreparedTransaction,
     end_transaction,
@@ -464,9 +465,7 @@ class TransactionalProducer:
                 body = conn.request(
                     ADD_OFFSETS_TO_TXN,
                     version,
-                    transactional_id=self.transactional_id,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
+                    **self._handle().request_fields(),
                     group_id=group_id,
                 )
                 check(
@@ -480,38 +479,19 @@ class TransactionalProducer:
 
             self._coordinator_call("AddOffsetsToTxn", add)
 
-        by_topic: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
-        for (topic, part), off in sorted(offsets.items()):
-            by_topic[topic].append((part, off))
+        with_metadata = {tp: (offset, metadata) for tp, offset in offsets.items()}
 
         def commit(conn: Connection) -> None:
             top = 5 if self.transaction_version >= 2 else 4
             version = conn.version(TXN_OFFSET_COMMIT, 0, top)
-            mod = load_payload_module(TXN_OFFSET_COMMIT, version, EntityType.request)
-            topics = tuple(
-                build(
-                    mod.TxnOffsetCommitRequestTopic,
-                    name=t,
-                    partitions=tuple(
-                        build(
-                            mod.TxnOffsetCommitRequestPartition,
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=-1,  # v2+
-                            committed_metadata=metadata,
-                        )
-                        for p, o in ps
-                    ),
-                )
-                for t, ps in by_topic.items()
+            topics = offset_commit_topics(
+                TXN_OFFSET_COMMIT, version, "TxnOffsetCommitRequest", with_metadata
             )
             body = conn.request(
                 TXN_OFFSET_COMMIT,
                 version,
-                transactional_id=self.transactional_id,
+                **self._handle().request_fields(),
                 group_id=group_id,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
                 generation_id=-1,
                 member_id="",
                 group_instance_id=None,
@@ -539,6 +519,11 @@ class TransactionalProducer:
         self._require("prepare")
         self.flush()
         self._move(TransactionState.PREPARED, "prepare")
+        return self._handle()
+
+    def _handle(self) -> PreparedTransaction:
+        """The current transaction as another process would end it; its
+        :meth:`~PreparedTransaction.request_fields` are those of our requests too."""
         return PreparedTransaction(
             self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
         )
@@ -573,9 +558,7 @@ class TransactionalProducer:
         """
         if commit:
             self._move(TransactionState.COMMITTING, call)
-        handle = PreparedTransaction(
-            self.transactional_id, self.producer_id, self.producer_epoch, self.transaction_version
-        )
+        handle = self._handle()
         added = bool(self._in_txn or self._offsets_added)
         try:
             if added or self.transaction_version < 2:

@@ -9,44 +9,10 @@ or kio, so parsing is cheap and unit-testable.
 
 from __future__ import annotations
 
-from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options.common import OptionView, TopicPartition, is_secret, redact
-from pyspark_kafka_txn.options.reader import (
-    EARLIEST,
-    LATEST,
-    Assign,
-    GlobalTimestamp,
-    OffsetBound,
-    OffsetSpec,
-    ReaderOptions,
-    SpecificOffsets,
-    SpecificTimestamps,
-    Subscribe,
-    SubscribePattern,
-    Subscription,
-    parse_reader_options,
-)
+from pyspark_kafka_txn.options import reader
+from pyspark_kafka_txn.options.common import OptionView, is_secret, redact
+from pyspark_kafka_txn.options.reader import *  # noqa: F403 (the names of reader.__all__)
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 
-__all__ = [
-    "EARLIEST",
-    "LATEST",
-    "Assign",
-    "ConfigError",
-    "GlobalTimestamp",
-    "OffsetBound",
-    "OffsetSpec",
-    "OptionView",
-    "ReaderOptions",
-    "SpecificOffsets",
-    "SpecificTimestamps",
-    "Subscribe",
-    "SubscribePattern",
-    "Subscription",
-    "TopicPartition",
-    "WriterOptions",
-    "is_secret",
-    "parse_reader_options",
-    "parse_writer_options",
-    "redact",
-]
+__all__ = ["OptionView", "WriterOptions", "is_secret", "parse_writer_options", "redact"]
+__all__ += reader.__all__

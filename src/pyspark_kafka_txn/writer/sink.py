@@ -190,16 +190,22 @@ def _task(query_id: str | None) -> TaskIdentity:
     return TaskIdentity(query, int(batch or 0), ctx.partitionId(), ctx.attemptNumber())
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """Exactly-once micro-batch writer (see the module docstring).
+class _KafkaWriter:
+    """What both writers share: each is created on the driver, where the options are
+    parsed, the input columns checked and the transaction timeout resolved
+    (:func:`resolve_timeout`), and each task's :meth:`write` prepares a transaction.
 
     Parameters
     ----------
     options
         The data source options as Spark passes them.
     schema
-        The input DataFrame's schema (checked here, at query start).
+        The input DataFrame's schema (checked here, at the start of the query or job).
     """
+
+    #: The batch job's id, which stands for the query id in its transactional ids (None:
+    #: a streaming query, whose id and batch id the task reads from Spark).
+    job_id: str | None = None
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = parse_writer_options(options)
@@ -208,7 +214,14 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Prepare this task's transaction (executor)."""
-        return write_task(self.options, _task(None), iterator, self.timeout_ms)
+        return write_task(self.options, _task(self.job_id), iterator, self.timeout_ms)
+
+
+class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
+    """Exactly-once micro-batch writer (see the module docstring).
+
+    Created with the data source options and the input schema, like the batch writer.
+    """
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Record the decision, then commit every task's transaction (driver)."""
@@ -219,26 +232,16 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         abort_batch(self.options, messages, batchId)
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
+class KafkaBatchWriter(_KafkaWriter, DataSourceArrowWriter):
     """``df.write.format("kafka_txn")``: the same two-phase commit for one job.
 
-    Parameters
-    ----------
-    options
-        The data source options as Spark passes them.
-    schema
-        The input DataFrame's schema.
+    Created with the data source options and the input schema, like the streaming writer;
+    the job's id is generated here, on the driver.
     """
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = parse_writer_options(options)
-        check_input_schema(schema, self.options.topic)
-        self.timeout_ms = resolve_timeout(self.options)
+        super().__init__(options, schema)
         self.job_id = f"job-{uuid.uuid4()}"
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        """Prepare this task's transaction (executor)."""
-        return write_task(self.options, _task(self.job_id), iterator, self.timeout_ms)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Record the decision, then commit every task's transaction (driver)."""

@@ -19,6 +19,7 @@ from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.errors import StallTimeoutError
 from pyspark_kafka_txn.offsets import ORIGIN, from_json_dict, origin_of, to_json_dict
 from pyspark_kafka_txn.options import TopicPartition, parse_reader_options
+from pyspark_kafka_txn.reader import executor
 from pyspark_kafka_txn.reader.batch import KafkaBatchReader
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
 from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
@@ -415,3 +416,26 @@ def test_group_id_and_kafka_settings_reach_the_consumer(kafka: KafkaTarget) -> N
     )
     rows = list(read_range(options, KafkaInputPartition(topic, 0, 0, 2), group_id="g"))
     assert [v for b in rows for v in b.column("value").to_pylist()] == [b"x"]
+
+
+def test_large_records_are_read_in_batches_of_bounded_bytes(
+    kafka: KafkaTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range of large records yields batches of at most ``ARROW_BATCH_BYTES`` of values
+    (the worker never collects ``ARROW_BATCH_ROWS`` of them), every record once, in order."""
+    topic = kafka.create_topic(partitions=1)
+    values = [bytes([65 + i]) * 40_000 for i in range(12)]
+    committed_batches(kafka.bootstrap_servers, topic, [[(0, v) for v in values[:7]]])
+    committed_batches(kafka.bootstrap_servers, topic, [[(0, v) for v in values[7:]]])
+    monkeypatch.setattr(executor, "ARROW_BATCH_BYTES", 100_000)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic},
+        streaming=False,
+    )
+    batches = list(read_range(options, KafkaInputPartition(topic, 0, 0, 14), group_id="g"))
+    assert max(b.num_rows for b in batches) <= 2  # 2 x 40,000 B fit, 3 do not
+    assert [v for b in batches for v in b.column("value").to_pylist()] == values
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [
+        *range(7),
+        *range(8, 13),
+    ]

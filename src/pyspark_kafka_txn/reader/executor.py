@@ -9,19 +9,21 @@ gaps left by markers and aborted records are never data loss; only offsets below
 start offset and vanished partitions are, and they follow ``failOnDataLoss``.
 
 This is the reader's hot path: :meth:`_RangeReader.batches` and :func:`_to_batch` turn
-librdkafka messages into Arrow columns in bulk. Measure (``bench/reader_throughput.py``)
+librdkafka messages into Arrow columns in bulk, from numpy buffers (``pyarrow.array`` would
+import pandas into every fresh Python worker). Measure (``bench/reader_throughput.py``)
 before changing them.
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark_kafka_txn.errors import KafkaTxnError, StallTimeoutError
 from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
@@ -41,6 +43,10 @@ logger = logging.getLogger(__name__)
 #: Larger batches amortise the per-batch cost of the Python worker → JVM hand-over (see
 #: docs/benchmarks.md, Reader).
 ARROW_BATCH_ROWS = 10_000
+#: Most bytes of record values in one Arrow record batch (a larger record gets a batch of
+#: its own), and the value bytes collected before ``read()`` yields whatever the rows: a
+#: range of large records never holds thousands of them in the worker at once.
+ARROW_BATCH_BYTES = 64 * 1024 * 1024
 #: Most messages taken from librdkafka per ``consume()`` call.
 _CONSUME_MESSAGES = 10_000
 _CONSUME_TIMEOUT_S = 0.2
@@ -92,41 +98,168 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+def _to_batches(msgs: list[Any], tp: TopicPartition, include_headers: bool) -> list[pa.RecordBatch]:
+    """Arrow record batches of consumed records (all of ``tp``, in offset order).
+
+    Consecutive records go into one batch while their values hold at most
+    :data:`ARROW_BATCH_BYTES` (a larger record gets a batch of its own); a batch whose keys
+    or values would still pass Arrow's 2 GiB for one binary column is halved.
+    """
+    import numpy as np
+
+    ends = np.cumsum(np.fromiter(map(len, msgs), np.int64, len(msgs)))  # len: value bytes
+    batches: list[pa.RecordBatch] = []
+    start = 0
+    while start < len(msgs):
+        before = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, before + ARROW_BATCH_BYTES, side="right"))
+        stop = max(stop, start + 1)
+        batches.extend(_halved_until_fit(msgs[start:stop], tp, include_headers))
+        start = stop
+    return batches
+
+
+def _halved_until_fit(
+    msgs: list[Any], tp: TopicPartition, include_headers: bool
+) -> list[pa.RecordBatch]:
+    """One batch of ``msgs``, or batches of its halves while a binary column overflows."""
+    try:
+        return [_to_batch(msgs, tp, include_headers)]
+    except _ColumnTooLargeError:
+        if len(msgs) < 2:
+            raise KafkaTxnError(
+                f"A record of {tp} at offset {msgs[0].offset()} does not fit in one Arrow "
+                "column (2 GiB)"
+            ) from None
+        half = len(msgs) // 2
+        return _halved_until_fit(msgs[:half], tp, include_headers) + _halved_until_fit(
+            msgs[half:], tp, include_headers
+        )
+
+
 def _to_batch(msgs: list[Any], tp: TopicPartition, include_headers: bool) -> pa.RecordBatch:
-    """One Arrow record batch of consumed records (all of ``tp``, in offset order)."""
+    """One Arrow record batch of consumed records (all of ``tp``, in offset order).
+
+    Every column is assembled from its buffers (numpy, ``bytes.join``) instead of
+    ``pyarrow.array`` and ``pyarrow.compute``: those import pandas on their first call in a
+    process, which costs a fresh Spark Python worker 0.3 s or more on its first batch.
+
+    Raises
+    ------
+    _ColumnTooLargeError
+        When the keys or the values hold more bytes than one Arrow binary column can.
+    """
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     from confluent_kafka import Message
 
     schema = arrow_schema(include_headers)
     n = len(msgs)
     # map() over the unbound C methods: no attribute lookup or bound method per row.
     timestamps = list(map(Message.timestamp, msgs))  # (type, milliseconds) pairs
-    ts_types = list(map(itemgetter(0), timestamps))
-    stamps = list(map(itemgetter(1), timestamps))
-    if set(ts_types) <= _TIMESTAMP_TYPES:
-        # librdkafka's 0/1/2 (none/create/log-append) are Kafka's -1/0/1.
-        types = pc.subtract(pa.array(ts_types, pa.int32()), 1)
-    else:
-        types = pa.array([t - 1 if t in _TIMESTAMP_TYPES else -1 for t in ts_types], pa.int32())
+    # librdkafka's 0/1/2 (none/create/log-append) are Kafka's -1/0/1; anything else -1.
+    types = np.fromiter(map(itemgetter(0), timestamps), np.int32, n) - 1
+    types[(types < -1) | (types > 1)] = -1
+    micros = np.fromiter(map(itemgetter(1), timestamps), np.int64, n) * 1000
+    topic = tp.topic.encode()
     arrays = [
-        pa.array(list(map(Message.key, msgs)), pa.binary()),
-        pa.array(list(map(Message.value, msgs)), pa.binary()),
-        pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-        pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
-        pa.array(list(map(Message.offset, msgs)), pa.int64()),
-        pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
-        types,
+        _binary_array(list(map(Message.key, msgs)), pa.binary()),
+        _binary_array(list(map(Message.value, msgs)), pa.binary()),
+        _from_buffers(
+            pa.string(), n, None, np.arange(n + 1, dtype=np.int32) * len(topic), topic * n
+        ),
+        _from_buffers(pa.int32(), n, None, np.full(n, tp.partition, np.int32)),
+        _from_buffers(pa.int64(), n, None, np.fromiter(map(Message.offset, msgs), np.int64, n)),
+        _from_buffers(schema.field("timestamp").type, n, None, micros),
+        _from_buffers(pa.int32(), n, None, types),
     ]
     if include_headers:
-        raw_headers: list[Any] = list(map(Message.headers, msgs))
-        headers = [[{"key": k, "value": v} for k, v in h] if h else None for h in raw_headers]
-        arrays.append(pa.array(headers, schema.field("headers").type))
+        arrays.append(_headers_array(list(map(Message.headers, msgs)), schema))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-#: librdkafka's timestamp types (none, create time, log-append time).
-_TIMESTAMP_TYPES = frozenset({0, 1, 2})
+class _ColumnTooLargeError(Exception):
+    """A binary column of one batch would hold more than Arrow's int32 offsets address."""
+
+
+#: The most bytes one Arrow binary or string column can hold (int32 offsets).
+_COLUMN_BYTES_MAX = 2**31 - 1
+
+
+def _from_buffers(
+    dtype: pa.DataType,
+    n: int,
+    valid: Any,
+    values: Any,
+    data: bytes | None = None,
+    nulls: int = 0,
+    children: list[pa.Array] | None = None,
+) -> pa.Array:
+    """An Arrow array of ``n`` slots from numpy buffers.
+
+    ``valid`` is a boolean array (None: no nulls); ``values`` the fixed-width values, or
+    the offsets of a binary, string or list array; ``data`` the bytes of a binary or string
+    array; ``children`` the child arrays of a list.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    buffers = [validity, pa.py_buffer(values)]
+    if data is not None:
+        buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(dtype, n, buffers, null_count=nulls, children=children)
+
+
+def _offsets(lengths: Any) -> Any:
+    """int32 offsets of consecutive items of ``lengths`` bytes each (n + 1 of them)."""
+    import numpy as np
+
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > _COLUMN_BYTES_MAX:
+        raise _ColumnTooLargeError
+    return offsets.astype(np.int32)
+
+
+def _binary_array(items: list[bytes | None], dtype: pa.DataType) -> pa.Array:
+    """A binary (or, of UTF-8 bytes, string) Arrow array of ``items``; None is null."""
+    import numpy as np
+
+    n = len(items)
+    nulls = items.count(None)
+    if nulls == n:  # e.g. the keys of a topic written without keys
+        return _from_buffers(dtype, n, np.zeros(n, np.bool_), np.zeros(n + 1, np.int32), b"", n)
+    valid = None
+    filled = cast("list[bytes]", items)
+    if nulls:
+        valid = np.fromiter([item is not None for item in items], np.bool_, n)
+        filled = [b"" if item is None else item for item in items]
+    offsets = _offsets(np.fromiter(map(len, filled), np.int64, n))
+    return _from_buffers(dtype, n, valid, offsets, b"".join(filled), nulls)
+
+
+def _headers_array(headers: list[Any], schema: pa.Schema) -> pa.Array:
+    """The ``headers`` column: per record its (name, value) pairs, null when it has none."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(headers)
+    list_type = schema.field("headers").type
+    valid = np.fromiter(map(bool, headers), np.bool_, n)
+    present = [h for h in headers if h]
+    counts = np.zeros(n, np.int64)
+    counts[valid] = np.fromiter(map(len, present), np.int64, len(present))
+    pairs = list(itertools.chain.from_iterable(present))
+    names = _binary_array([name.encode() for name, _ in pairs], list_type.value_type.field(0).type)
+    values = _binary_array([value for _, value in pairs], list_type.value_type.field(1).type)
+    entries = pa.Array.from_buffers(
+        list_type.value_type, len(pairs), [None], children=[names, values]
+    )
+    nulls = n - len(present)
+    return _from_buffers(
+        list_type, n, valid if nulls else None, _offsets(counts), None, nulls, [entries]
+    )
 
 
 def read_range(
@@ -216,6 +349,7 @@ class _RangeReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         include_headers = self.options.include_headers
         pending: list[Any] = []
+        pending_bytes = 0
         last_progress = time.monotonic()
         while self.position < self.end and not self.done:
             # consume() waits until it has the number asked for or the timeout passes.
@@ -223,17 +357,18 @@ class _RangeReader:
             # the range is complete (markers and aborted records are made up for by
             # the end-of-partition event or by records past the end).
             wanted = min(_CONSUME_MESSAGES, self.end - self.position)
-            batch = None
+            batches: list[pa.RecordBatch] = []
             with _gc_paused():
                 msgs = self.consumer.consume(wanted, _CONSUME_TIMEOUT_S)
                 if msgs:
-                    pending.extend(self._records(msgs))
+                    records = self._records(msgs)
+                    pending.extend(records)
+                    pending_bytes += sum(map(len, records))  # value bytes
                     msgs.clear()
-                if len(pending) >= ARROW_BATCH_ROWS:
-                    batch = _to_batch(pending, self.tp, include_headers)
-                    pending = []
-            if batch is not None:
-                yield batch
+                if len(pending) >= ARROW_BATCH_ROWS or pending_bytes >= ARROW_BATCH_BYTES:
+                    batches = _to_batches(pending, self.tp, include_headers)
+                    pending, pending_bytes = [], 0
+            yield from batches
             [now] = self.consumer.position([self.ck_tp])
             if now.offset > self.position:
                 self.position = now.offset
@@ -242,8 +377,8 @@ class _RangeReader:
                 self._on_stall()
         if pending:
             with _gc_paused():
-                batch = _to_batch(pending, self.tp, include_headers)
-            yield batch
+                batches = _to_batches(pending, self.tp, include_headers)
+            yield from batches
 
     def _records(self, msgs: list[Any]) -> list[Any]:
         """The records of one ``consume()`` result that lie in ``[start, end)``.

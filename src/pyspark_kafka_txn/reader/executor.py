@@ -33,7 +33,7 @@ from pyspark_kafka_txn.schema import arrow_schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ARROW_BATCH_ROWS", "read_range", "read_ranges"]
+__all__ = ["ARROW_BATCH_BYTES", "ARROW_BATCH_ROWS", "read_range", "read_ranges"]
 
 logger = logging.getLogger(__name__)
 

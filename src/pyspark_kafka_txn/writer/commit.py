@@ -32,7 +32,9 @@ Then the transactions still open under the prefix are listed once:
 * those of *other* query ids are dealt with by :func:`abort_lingering`.
 
 ``abort(messages, B)``: without a decision for ``B``, EndTxn(abort) for the fresh
-handles; with one (``commit()`` failed after deciding), nothing: the decision stands.
+handles, then for this query's transactions still Ongoing (tasks killed when Spark
+cancelled the failed stage return no handle); with a decision (``commit()`` failed after
+deciding), nothing: the decision stands.
 """
 
 from __future__ import annotations
@@ -310,31 +312,100 @@ def _abort_leftovers(
         abort_open_transaction(cluster, txn)
 
 
-def abort_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
-    """Abort the fresh transactions of ``batch`` unless a decision to commit it stands."""
+def abort_batch(
+    options: WriterOptions,
+    messages: Sequence[object | None],
+    batch: int,
+    *,
+    query_id: str | None = None,
+) -> None:
+    """Abort the transactions of ``batch`` unless a decision to commit it stands.
+
+    EndTxn(abort) for the fresh handles of the messages (exactly once); then, in both
+    delivery modes, every transaction of this query still Ongoing is aborted too: a task
+    Spark killed when it cancelled the failed stage returned no message, so no handle
+    names its transaction, and nothing else would end it before its timeout (a batch job
+    never runs again). When this returns, nothing of the batch pins the LSO.
+
+    Parameters
+    ----------
+    options
+        The writer options.
+    messages
+        The tasks' commit messages as Spark passes them (None for a task that failed).
+    batch
+        The batch id (0 for a batch job).
+    query_id
+        The query (or batch job) id when the driver knows it; else the messages' one.
+    """
     present = _present(messages)
-    if not present or not options.exactly_once:
-        return
-    query_id = present[0].query_id
+    if query_id is None and present:
+        query_id = present[0].query_id
+    if query_id is None:
+        return  # a streaming batch none of whose tasks returned: its replay re-inits the ids
     prefix = options.transactional_id_prefix
     with acl_hints(options), connect(options) as cluster:
-        decision = read_decision(cluster, prefix, query_id, batch=batch)
-        if decision is not None and decision.stands_for(batch):
+        if options.exactly_once:
+            decision = read_decision(cluster, prefix, query_id, batch=batch)
+            if decision is not None and decision.stands_for(batch):
+                log.warning(
+                    "batch %d of %s was decided before the failure: not aborted; the restart "
+                    "rolls the decision forward",
+                    batch,
+                    query_id,
+                )
+                return
+            fresh = [
+                m.handle.prepared(prefix, query_id) for m in present if m.kind == FRESH and m.handle
+            ]
+            for tid, result in end_transactions(cluster, fresh, commit=False).items():
+                if isinstance(result, Exception):
+                    log.warning(
+                        "abort of %s failed (its next InitProducerId aborts it): %s", tid, result
+                    )
+        _abort_unreturned(cluster, prefix, query_id)
+
+
+def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> None:
+    """Abort this query's Ongoing transactions (tasks of the failed batch left them), then
+    wait, within the client's retry budget, until none of the query's is still completing,
+    so that when ``abort()`` returns nothing of the batch pins the LSO."""
+    deadline = time.monotonic() + cluster.retry_timeout_s
+    delay = _MARKER_POLL_MIN_S
+    while True:
+        ours = [
+            t
+            for t in find_open_transactions(cluster, prefix)
+            if query_of(prefix, t.transactional_id) == query_id
+        ]
+        for txn in (t for t in ours if t.state == ONGOING):
             log.warning(
-                "batch %d of %s was decided before the failure: not aborted; the restart "
-                "rolls the decision forward",
-                batch,
-                query_id,
+                "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
+                "open (killed before it returned)",
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+            )
+            try:
+                abort_open_transaction(cluster, txn)
+            except KafkaTxnError as exc:
+                log.warning(
+                    "abort of %s failed (the broker aborts it at its timeout): %s",
+                    txn.transactional_id,
+                    exc,
+                )
+                return
+        if not ours:
+            return
+        if time.monotonic() > deadline:
+            log.warning(
+                "%s still open after %.0f s; their coordinators finish them",
+                [t.transactional_id for t in ours],
+                cluster.retry_timeout_s,
             )
             return
-        fresh = [
-            m.handle.prepared(prefix, query_id) for m in present if m.kind == FRESH and m.handle
-        ]
-        for tid, result in end_transactions(cluster, fresh, commit=False).items():
-            if isinstance(result, Exception):
-                log.warning(
-                    "abort of %s failed (its next InitProducerId aborts it): %s", tid, result
-                )
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_S)
 
 
 def abort_lingering(

@@ -248,5 +248,5 @@ class KafkaBatchWriter(_KafkaWriter, DataSourceArrowWriter):
         commit_batch(self.options, messages, 0)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        """Abort the job's transactions (driver)."""
-        abort_batch(self.options, messages, 0)
+        """Abort the job's transactions, also those of tasks killed mid-write (driver)."""
+        abort_batch(self.options, messages, 0, query_id=self.job_id)

@@ -1,0 +1,138 @@
+"""The driver's ``abort()`` after a failed batch, driven directly (no Spark).
+
+When a stage fails, Spark cancels it and kills the tasks still running: such a task has
+begun its transaction and written rows, but returns no commit message, so no handle in
+``abort(messages)`` names its transaction. ``abort_batch`` must end it anyway: a batch
+job never runs again, so otherwise it would pin the LSO of its partitions until
+``kafka.transaction.timeout.ms``. It must not touch another query's transactions under
+the same prefix (a live query is reported, never fenced: see the lingering tests).
+
+The executor side is :func:`write_task` (a task that returned) and a bare transactional
+producer with the task's transactional id (a task killed mid-write); the output is read by
+librdkafka at read_committed and read_uncommitted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import pyarrow as pa
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.writer.commit import abort_batch
+from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.messages import FRESH
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
+from tests.conftest import KafkaTarget
+from tests.support.lso import assert_nothing_open, pinned_partitions
+from tests.support.readback import read_records
+
+TIMEOUT_MS = 60_000
+
+
+def _options(bootstrap: str, topic: str, prefix: str, **extra: str) -> WriterOptions:
+    return parse_writer_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic,
+            "transactionalIdPrefix": prefix,
+            **extra,
+        }
+    )
+
+
+def _rows(partition: int, tag: str, n: int = 10) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([f"{tag}-{i}".encode() for i in range(n)], pa.binary()),
+            "partition": pa.array([partition] * n, pa.int32()),
+        }
+    )
+
+
+def _killed_mid_write(bootstrap: str, tid: str, topic: str, partition: int, tag: str) -> None:
+    """What a task killed mid-write leaves: rows in an Ongoing transaction of its id."""
+    producer = TransactionalProducer(ProducerConfig(bootstrap, tid))
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.produce(
+        topic, pa.array([f"{tag}-{i}".encode() for i in range(5)]), partitions=partition
+    )
+    producer.flush()
+    producer.close()  # the connection goes; the transaction stays open
+
+
+def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[str]:
+    records = read_records(bootstrap, topic, 2, isolation=isolation)
+    return Counter((value or b"").decode().split("-")[0] for _, _, value, _ in records)
+
+
+def _open_ids(bootstrap: str, prefix: str) -> set[str]:
+    with ClusterClient(bootstrap) as cluster:
+        return {t.transactional_id for t in find_open_transactions(cluster, prefix)}
+
+
+def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
+    kafka: KafkaTarget,
+) -> None:
+    """A batch job (the driver knows its id): task 1 returned, task 0 was killed."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="kabort")
+    prefix = f"k-{uuid.uuid4().hex[:8]}-"
+    options = _options(bs, topic, prefix)
+    job = f"job-{uuid.uuid4()}"
+    returned = write_task(options, TaskIdentity(job, 0, 1, 0), iter([_rows(1, "t1")]), TIMEOUT_MS)
+    assert returned.kind == FRESH
+    _killed_mid_write(bs, transactional_id(prefix, job, 0), topic, 0, "t0")
+    # Another query's transaction under the same prefix, e.g. a live streaming query.
+    other = transactional_id(prefix, str(uuid.uuid4()), 0)
+    _killed_mid_write(bs, other, topic, 1, "other")
+    assert pinned_partitions(bs, topic, 2)  # the check below could fail
+
+    abort_batch(options, [None, returned], 0, query_id=job)
+
+    assert _open_ids(bs, prefix) == {other}  # the job's are ended, the other query's not
+    assert _visible(bs, topic) == Counter()
+    assert _visible(bs, topic, "read_uncommitted") == Counter({"t1": 10, "t0": 5, "other": 5})
+
+
+def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
+    kafka: KafkaTarget,
+) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="kabort")
+    prefix = f"k-{uuid.uuid4().hex[:8]}-"
+    job = f"job-{uuid.uuid4()}"
+    for partition in (0, 1):
+        _killed_mid_write(bs, transactional_id(prefix, job, partition), topic, partition, "t")
+
+    abort_batch(_options(bs, topic, prefix), [None, None], 0, query_id=job)
+
+    assert_nothing_open(bs, topic, 2)
+    assert _visible(bs, topic) == Counter()
+
+
+def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget) -> None:
+    """In a micro-batch the driver learns the query id from the returned messages; in
+    at-least-once mode too, a killed task's transaction is ended."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="kabort")
+    prefix = f"k-{uuid.uuid4().hex[:8]}-"
+    query = str(uuid.uuid4())
+    for guarantee in ("exactly_once", "at_least_once"):
+        options = _options(bs, topic, prefix, deliveryGuarantee=guarantee)
+        batch = 0 if guarantee == "exactly_once" else 1
+        who = TaskIdentity(query, batch, 1, 0)
+        returned = write_task(options, who, iter([_rows(1, guarantee)]), TIMEOUT_MS)
+        _killed_mid_write(bs, transactional_id(prefix, query, 0), topic, 0, "killed")
+
+        abort_batch(options, [None, returned], batch)
+
+        assert _open_ids(bs, prefix) == set(), guarantee
+    assert_nothing_open(bs, topic, 2)
+    # Exactly once: the returned task's rows aborted too; at least once: committed by it.
+    assert _visible(bs, topic) == Counter({"at_least_once": 10})

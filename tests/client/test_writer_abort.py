@@ -24,7 +24,7 @@ from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProdu
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.messages import FRESH
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.conftest import KafkaTarget
@@ -98,6 +98,10 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
     assert _open_ids(bs, prefix) == {other}  # the job's are ended, the other query's not
     assert _visible(bs, topic) == Counter()
     assert _visible(bs, topic, "read_uncommitted") == Counter({"t1": 10, "t0": 5, "other": 5})
+    with ClusterClient(bs) as cluster:  # leave nothing open on the shared cluster
+        for txn in find_open_transactions(cluster, prefix):
+            abort_open_transaction(cluster, txn)
+    assert_nothing_open(bs, topic, 2)
 
 
 def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(

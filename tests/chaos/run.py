@@ -22,6 +22,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -296,7 +297,17 @@ class Harness:
         for _ in range(3):  # drain; a query that fails meanwhile is restarted
             job = self.job
             assert job is not None
-            job.drain()  # buffered in the pipe until the job reads its commands
+            try:
+                job.drain()  # buffered in the pipe until the job reads its commands
+            except BrokenPipeError:
+                # Its query failed and the job exited before the command: pump() records
+                # the failure and restarts it; the new job is asked to drain.
+                deadline = time.monotonic() + STALL_S
+                while self.job is job and time.monotonic() < deadline:
+                    self.pump(0.5)
+                if self.job is job:  # no word from it: restart it here
+                    self.start_job()
+                continue
             deadline = time.monotonic() + STALL_S
             # pump() restarts a job that failed: the new one must be asked to drain too.
             while (
@@ -351,7 +362,13 @@ def run_seed(seed: int, duration_s: float, keep: Path | None) -> SeedResult:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
-    result = Harness(draw(seed, duration_s), work).run()
+    harness = Harness(draw(seed, duration_s), work)
+    try:
+        result = harness.run()
+    except Exception:  # reported as the seed's harness error, never a run without a report
+        log.exception("seed %d: the harness failed", seed)
+        result = harness.result
+        result.harness_errors.append(traceback.format_exc(limit=30))
     if (result.anomalies or result.harness_errors) and keep is not None:
         target = keep / f"seed-{seed}"
         shutil.rmtree(target, ignore_errors=True)

@@ -90,7 +90,9 @@ def test_one_seed_exactly_once(tmp_path: Path) -> None:
         text=True,
         timeout=900,  # a hang detector: one seed takes one to two minutes
     )
-    [result] = json.loads((tmp_path / "report.json").read_text())
+    report = tmp_path / "report.json"
+    assert report.exists(), (done.returncode, done.stderr[-5000:])
+    [result] = json.loads(report.read_text())
     assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
     assert result["anomalies"] == [] and result["harness_errors"] == []
     assert len(result["applied"]) == len(schedule.draw(REGRESSION_SEED, 30.0).faults)

@@ -47,9 +47,10 @@ import pyarrow as pa
 from _common import broker_process
 from _plot import FIGSIZE, pyplot, save
 from _verify import committed_count
-from pyspark_kafka_txn.client.metadata import TRANSACTION, ClusterClient
+from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer import commit as commit_module
 from pyspark_kafka_txn.writer.messages import TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
@@ -165,7 +166,7 @@ def run_split(
         with connect(options) as cluster:
             started = time.perf_counter()
             for handle in handles:
-                cluster.coordinator(TRANSACTION, handle.transactional_id)
+                cluster.coordinator(COORDINATOR_TXN, handle.transactional_id)
             looked_up = time.perf_counter()
             broker_cpu = process_cpu_s(broker_pid)
             results = end_transactions(cluster, handles, commit=True)

@@ -51,6 +51,17 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.wire import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import first_address, sasl_conf
 from tests.support.protocol import RawClient, request_module
@@ -60,9 +71,7 @@ ALICE, BOB = "User:alice", "User:bob"
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.BROKER
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
-OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP = 8, 9, 11, 12, 13
-SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 14, 15, 16
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
+
 NOT_ASKED = -(2**31)  # authorized_operations of a group that failed
 MS = datetime.timedelta(milliseconds=1)
 HANG_S = 60.0  # hang detector only

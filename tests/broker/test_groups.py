@@ -21,12 +21,19 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from pyspark_kafka_txn.wire import (
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    SYNC_GROUP,
+)
 from tests.conftest import KafkaTarget
 from tests.support.clients import first_address
 from tests.support.protocol import RawClient, request_module
 
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-OFFSET_COMMIT, FIND_COORDINATOR, DESCRIBE_GROUPS = 8, 10, 15
 MS = datetime.timedelta(milliseconds=1)
 HANG_S = 60.0  # hang detector, never a timing assertion
 Received = tuple[int, int, bytes]  # partition, offset, value

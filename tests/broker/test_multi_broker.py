@@ -23,7 +23,7 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 from tests.support.batches import varint
 from tests.support.clients import txn_producer
 from tests.support.protocol import raw_produce, raw_request

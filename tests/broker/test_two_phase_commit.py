@@ -29,6 +29,7 @@ from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient
 from tests.conftest import KafkaTarget
 from tests.support.clients import (
@@ -43,7 +44,7 @@ from tests.support.readback import prepare_in_subprocess
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
-INIT_PRODUCER_ID = 22
+
 MAX_INT = 2**31 - 1
 ABORT_INTERVAL_MS = 200
 

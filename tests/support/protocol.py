@@ -19,8 +19,9 @@ from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from pyspark_kafka_txn.wire import SASL_AUTHENTICATE, SASL_HANDSHAKE
+
 HANG_S = 60.0  # hang detector, never a timing assertion
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 def request_module(api_key: int, version: int) -> ModuleType:

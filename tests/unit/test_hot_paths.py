@@ -22,7 +22,7 @@ from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import build, encode_response, response_module
 from pyspark_kafka_txn.embedded.records import iter_headers
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
-from pyspark_kafka_txn.embedded.wire import READ_UNCOMMITTED
+from pyspark_kafka_txn.wire import READ_UNCOMMITTED
 from tests.support.batches import batch
 
 NOW = 1_700_000_000_000

@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
-from pyspark_kafka_txn.embedded.wire import READ_COMMITTED, READ_UNCOMMITTED
+from pyspark_kafka_txn.wire import READ_COMMITTED, READ_UNCOMMITTED
 from tests.support.batches import batch, decode_committed
 
 NOW = 1_700_000_000_000

@@ -8,7 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.validation import BatchRules, validate_client_batches
-from pyspark_kafka_txn.embedded.wire import READ_COMMITTED, READ_UNCOMMITTED
+from pyspark_kafka_txn.wire import READ_COMMITTED, READ_UNCOMMITTED
 from tests.support.batches import batch, decode_committed
 
 PIDS = st.integers(min_value=1, max_value=4)

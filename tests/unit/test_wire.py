@@ -1,4 +1,4 @@
-"""The broker's wire constants are defined once, in ``embedded/wire.py``, and agree with kio."""
+"""The wire constants are defined once for the package, in ``wire.py``, and agree with kio."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 from kio.schema.index import api_key_map
 
-from pyspark_kafka_txn.embedded import wire
+from pyspark_kafka_txn import wire
 from pyspark_kafka_txn.embedded.handlers import APIS
 
-EMBEDDED = Path(wire.__file__).resolve().parent
+PACKAGE = Path(wire.__file__).resolve().parent
 # The API keys: every upper-case int of wire.py named after a kio schema.
 API_KEYS = {
     name: value
@@ -41,9 +41,9 @@ def test_api_keys_agree_with_kio() -> None:
         assert api_key_map[getattr(wire, name)] == name.lower(), name
 
 
-def test_no_other_broker_module_defines_a_wire_constant() -> None:
+def test_no_other_module_of_the_package_defines_a_wire_constant() -> None:
     redefined = []
-    for path in sorted(EMBEDDED.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "wire.py":
             continue
         tree = ast.parse(path.read_text())
@@ -56,7 +56,7 @@ def test_no_other_broker_module_defines_a_wire_constant() -> None:
             for target in targets:
                 elts = target.elts if isinstance(target, ast.Tuple) else [target]
                 redefined += [
-                    f"{path.relative_to(EMBEDDED)}: {e.id}"
+                    f"{path.relative_to(PACKAGE)}: {e.id}"
                     for e in elts
                     if isinstance(e, ast.Name) and e.id in CONSTANTS
                 ]

@@ -30,7 +30,18 @@ from pyspark_kafka_txn.client.errors import (
     BrokerError,
     authorization_error,
 )
-from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.wire import (
+    BROKER_RESOURCE,
+    COORDINATOR_GROUP,
+    COORDINATOR_TXN,
+    CREATE_TOPICS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+)
 
 __all__ = [
     "CommittedOffset",
@@ -43,15 +54,6 @@ __all__ = [
     "fetch_offsets",
     "list_transactions",
 ]
-
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-CREATE_TOPICS = 19
-DESCRIBE_CONFIGS = 32
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
-
-_BROKER_RESOURCE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,7 @@ def describe_broker_configs(
             DESCRIBE_CONFIGS,
             version,
             "DescribeConfigsResource",
-            resource_type=_BROKER_RESOURCE,
+            resource_type=BROKER_RESOURCE,
             resource_name=str(node),
             configuration_keys=wanted,
         )
@@ -233,7 +235,7 @@ def describe_transactions(
             )
             return state.description
 
-        out[tid] = cluster.coordinator_call(TRANSACTION, tid, "DescribeTransactions", call)
+        out[tid] = cluster.coordinator_call(COORDINATOR_TXN, tid, "DescribeTransactions", call)
     return out
 
 
@@ -291,7 +293,7 @@ def fetch_offsets(
                 )
         return out
 
-    return cluster.coordinator_call(GROUP, group_id, "OffsetFetch", call)
+    return cluster.coordinator_call(COORDINATOR_GROUP, group_id, "OffsetFetch", call)
 
 
 def commit_offsets(
@@ -334,7 +336,7 @@ def commit_offsets(
                     f"OffsetCommit({group_id!r}, {topic.name})",
                 )
 
-    cluster.coordinator_call(GROUP, group_id, "OffsetCommit", call)
+    cluster.coordinator_call(COORDINATOR_GROUP, group_id, "OffsetCommit", call)
 
 
 def offset_commit_topics(

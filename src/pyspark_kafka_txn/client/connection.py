@@ -38,9 +38,9 @@ from pyspark_kafka_txn.client.errors import (
 )
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.kio_entities import build
+from pyspark_kafka_txn.wire import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 __all__ = [
-    "API_VERSIONS",
     "Connection",
     "ConnectionConfig",
     "build",
@@ -48,11 +48,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: ApiVersions key.
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")

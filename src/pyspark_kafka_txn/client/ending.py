@@ -26,13 +26,12 @@ from pyspark_kafka_txn.client.errors import (
     ProducerFencedError,
     TransactionError,
 )
-from pyspark_kafka_txn.client.metadata import TRANSACTION, ClusterClient
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.wire import COORDINATOR_TXN, END_TXN
 
 __all__ = ["PreparedTransaction", "end_transaction", "end_transactions"]
 
 log = logging.getLogger(__name__)
-
-END_TXN = 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +125,7 @@ def end_transaction(
         return _end_txn_result(conn.receive(cid), version, transaction, commit)
 
     try:
-        result: tuple[int, int] = client.coordinator_call(TRANSACTION, tid, "EndTxn", call)
+        result: tuple[int, int] = client.coordinator_call(COORDINATOR_TXN, tid, "EndTxn", call)
     finally:
         if own:
             client.close()
@@ -157,12 +156,12 @@ def end_transactions(
     results: dict[str, tuple[int, int] | KafkaTxnError] = {}
     sent: list[tuple[PreparedTransaction, Connection, int, int]] = []
     try:  # one FindCoordinator for all ids, not one round trip per id behind the EndTxns
-        cluster.find_coordinators(TRANSACTION, (h.transactional_id for h in handles))
+        cluster.find_coordinators(COORDINATOR_TXN, (h.transactional_id for h in handles))
     except KafkaTxnError as exc:
         log.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
     for handle in handles:
         try:
-            conn = cluster.coordinator(TRANSACTION, handle.transactional_id)
+            conn = cluster.coordinator(COORDINATOR_TXN, handle.transactional_id)
             cid, version = _send_end_txn(conn, handle, commit)
         except KafkaTxnError:
             continue  # retried below

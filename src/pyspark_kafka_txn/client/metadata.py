@@ -26,23 +26,15 @@ from pyspark_kafka_txn.client.errors import (
     KafkaConnectionError,
     authorization_error,
 )
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, FIND_COORDINATOR, METADATA
 
 __all__ = [
-    "GROUP",
-    "TRANSACTION",
     "ClusterClient",
     "TopicInfo",
     "parse_bootstrap",
 ]
 
 log = logging.getLogger(__name__)
-
-METADATA = 3
-FIND_COORDINATOR = 10
-
-#: FindCoordinator key types.
-GROUP = 0
-TRANSACTION = 1
 
 _T = TypeVar("_T")
 
@@ -303,7 +295,9 @@ class ClusterClient:
             code, node, host, port = body.error_code, body.node_id, body.host, body.port
         if code != ErrorCode.none:
             # FindCoordinator needs DESCRIBE on the group or the transactional id.
-            resource = RESOURCE_GROUP if key_type == GROUP else RESOURCE_TRANSACTIONAL_ID
+            resource = (
+                RESOURCE_GROUP if key_type == COORDINATOR_GROUP else RESOURCE_TRANSACTIONAL_ID
+            )
             denied = authorization_error(code, "FindCoordinator", {resource: ("DESCRIBE", key)})
             if denied is not None:
                 raise denied

@@ -71,11 +71,19 @@ from pyspark_kafka_txn.client.errors import (
     ProtocolError,
     TransactionError,
 )
-from pyspark_kafka_txn.client.metadata import GROUP, TRANSACTION, ClusterClient
+from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.partitioner import choose_partitions
 from pyspark_kafka_txn.client.records import RecordColumns
 from pyspark_kafka_txn.client.sender import Sender
 from pyspark_kafka_txn.client.txn_state import TransactionState, check_call, check_move
+from pyspark_kafka_txn.wire import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    COORDINATOR_GROUP,
+    COORDINATOR_TXN,
+    INIT_PRODUCER_ID,
+    TXN_OFFSET_COMMIT,
+)
 
 __all__ = [
     "TWO_PHASE_COMMIT_OPTION",
@@ -90,10 +98,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-TXN_OFFSET_COMMIT = 28
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
 
 # Failed state -> the calls that raise the failure that put the transaction there.
@@ -205,7 +209,7 @@ class TransactionalProducer:
         return failure
 
     def _coordinator_call(self, what: str, call: Any) -> Any:
-        return self.cluster.coordinator_call(TRANSACTION, self.transactional_id, what, call)
+        return self.cluster.coordinator_call(COORDINATOR_TXN, self.transactional_id, what, call)
 
     def init_transactions(self) -> tuple[int, int]:
         """InitProducerId: fence earlier producers of the id; return ``(id, epoch)``.
@@ -509,7 +513,7 @@ class TransactionalProducer:
                         },
                     )
 
-        self.cluster.coordinator_call(GROUP, group_id, "TxnOffsetCommit", commit)
+        self.cluster.coordinator_call(COORDINATOR_GROUP, group_id, "TxnOffsetCommit", commit)
         self._offsets_added = True
 
     # -- ending --------------------------------------------------------------------------

@@ -46,12 +46,11 @@ from pyspark_kafka_txn.client.errors import (
 )
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.records import RecordColumns, encode_batches
+from pyspark_kafka_txn.wire import PRODUCE
 
 __all__ = ["Sender"]
 
 log = logging.getLogger(__name__)
-
-PRODUCE = 0
 
 _METADATA_STALE = frozenset(
     {

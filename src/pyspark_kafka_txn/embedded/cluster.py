@@ -36,7 +36,7 @@ from pyspark_kafka_txn.embedded.security import ScramStore
 from pyspark_kafka_txn.embedded.storage import Storage
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, InvalidConfigError, normalize
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
-from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pyspark_kafka_txn.embedded.faults import FaultAction, FaultRule
 from pyspark_kafka_txn.embedded.handlers import APIS, apis_for
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.server import BrokerServer
-from pyspark_kafka_txn.embedded.wire import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from pyspark_kafka_txn.embedded.records import (
     read_header,
     record_timestamps,
 )
-from pyspark_kafka_txn.embedded.wire import CONTROL_COMMIT, READ_COMMITTED
+from pyspark_kafka_txn.wire import CONTROL_COMMIT, READ_COMMITTED
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import cramjam
 import crc32c
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.embedded.wire import CONTROL_ABORT, CONTROL_COMMIT
+from pyspark_kafka_txn.wire import CONTROL_ABORT, CONTROL_COMMIT
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61

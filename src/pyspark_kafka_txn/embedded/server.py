@@ -45,7 +45,7 @@ from pyspark_kafka_txn.embedded.security import (
     Session,
     certificate_principal,
 )
-from pyspark_kafka_txn.embedded.wire import API_VERSIONS, PRE_AUTH_APIS
+from pyspark_kafka_txn.wire import API_VERSIONS, PRE_AUTH_APIS
 
 logger = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ from pyspark_kafka_txn.embedded.txn_state import (
     check_initial_producer_epoch,
     is_epoch_exhausted,
 )
-from pyspark_kafka_txn.embedded.wire import NO_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID
 
 __all__ = [
     "MAX_EPOCH",

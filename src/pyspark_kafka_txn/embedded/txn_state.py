@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Final
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.embedded.wire import NO_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID
 
 MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1

@@ -23,6 +23,9 @@ from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redacte
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
 from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
 
+# Kafka's ListOffsets sentinels (-2 earliest, -1 latest), also those of the JSON offset options.
+from pyspark_kafka_txn.wire import EARLIEST, LATEST
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -42,10 +45,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Kafka's ListOffsets sentinels, also used in the JSON offset options.
-EARLIEST = -2
-LATEST = -1
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000

@@ -36,7 +36,7 @@ from pyspark_kafka_txn.embedded.handlers import (
     topics,
     txn,
 )
-from pyspark_kafka_txn.embedded.wire import INIT_PRODUCER_ID
+from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
 
 APIS: dict[int, ApiSpec] = {
     spec.api_key: spec

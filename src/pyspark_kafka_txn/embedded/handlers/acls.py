@@ -26,7 +26,7 @@ from pyspark_kafka_txn.embedded.acl import (
 )
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context, NoResponse
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.wire import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+from pyspark_kafka_txn.wire import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 _NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"

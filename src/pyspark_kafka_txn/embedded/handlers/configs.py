@@ -23,7 +23,7 @@ from pyspark_kafka_txn.embedded.dispatch import (
 )
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, ConfigType
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     ALTER_CONFIGS,
     APPEND,
     BROKER_RESOURCE,

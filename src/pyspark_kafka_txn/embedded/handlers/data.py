@@ -20,7 +20,7 @@ from pyspark_kafka_txn.embedded.protocol import (
 )
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
 from pyspark_kafka_txn.embedded.validation import BatchRules, prepare_client_batch
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     DELETE_RECORDS,
     DESCRIBE_PRODUCERS,
     EARLIEST,

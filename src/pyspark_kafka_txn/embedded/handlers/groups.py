@@ -13,7 +13,7 @@ from pyspark_kafka_txn.embedded.protocol import (
     partition_results,
     response_module,
 )
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     COORDINATOR_GROUP,
     OFFSET_COMMIT,
     OFFSET_DELETE,

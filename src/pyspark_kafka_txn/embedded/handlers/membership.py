@@ -28,7 +28,7 @@ from pyspark_kafka_txn.embedded.membership import (
     SyncResult,
 )
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     COORDINATOR_GROUP,
     DELETE_GROUPS,
     DESCRIBE_GROUPS,

@@ -30,7 +30,7 @@ from pyspark_kafka_txn.embedded.dispatch import (
 from pyspark_kafka_txn.embedded.groups import OFFSETS_TOPIC
 from pyspark_kafka_txn.embedded.handlers.topics import creatable, describable
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     API_VERSIONS,
     COORDINATOR_GROUP,
     COORDINATOR_TXN,

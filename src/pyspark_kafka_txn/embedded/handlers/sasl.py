@@ -17,7 +17,7 @@ from pyspark_kafka_txn.embedded.security import (
     SaslAuthenticationError,
     credential_from_salted,
 )
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     SASL_AUTHENTICATE,

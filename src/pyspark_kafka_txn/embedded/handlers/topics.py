@@ -24,7 +24,7 @@ from pyspark_kafka_txn.embedded.dispatch import (
     Context,
 )
 from pyspark_kafka_txn.embedded.protocol import ErrorCode, build, response_module
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,

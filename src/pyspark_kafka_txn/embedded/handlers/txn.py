@@ -22,7 +22,7 @@ from pyspark_kafka_txn.embedded.protocol import (
     response_module,
 )
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
-from pyspark_kafka_txn.embedded.wire import (
+from pyspark_kafka_txn.wire import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     COORDINATOR_GROUP,

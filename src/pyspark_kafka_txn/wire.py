@@ -1,24 +1,26 @@
-"""Kafka wire-protocol constants of the embedded broker, each defined once.
+"""Kafka wire-protocol constants, each defined once for the whole package.
 
-This module owns the numbers the Kafka protocol fixes and more than one part of the
-broker needs: the API keys of the served requests, FindCoordinator's key types, the
-isolation levels of Fetch and ListOffsets, the control record types of transaction
-markers, ListOffsets' special timestamps, the config resource types and operations of
-DescribeConfigs / AlterConfigs / IncrementalAlterConfigs, and the "no producer" values
-of record batches and the transaction coordinator. It imports nothing.
+This module owns the numbers the Kafka protocol fixes that the protocol client and the
+embedded broker use: the API keys (of the requests the broker serves and the client
+sends), FindCoordinator's key types, the isolation levels of Fetch and ListOffsets, the
+control record types of transaction markers, ListOffsets' special timestamps, the config
+resource types and operations of DescribeConfigs / AlterConfigs /
+IncrementalAlterConfigs, and the "no producer" values of record batches and the
+transaction coordinator. It imports nothing, so both ``client`` and ``embedded`` share it
+from below.
 
 kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
 its schema's name); every ``*`` API key here is named after that schema, upper-cased,
 and ``tests/unit/test_wire.py`` checks each against kio. Error codes are kio's
-``ErrorCode`` (re-exported by :mod:`.protocol`); ACL codes are :mod:`.acl`'s enums;
-DescribeConfigs' config types are :class:`.topic_config.ConfigType`.
+``ErrorCode``; the broker's ACL codes are ``embedded.acl``'s enums; DescribeConfigs'
+config types are ``embedded.topic_config.ConfigType``.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-# --- API keys (the served requests) ---------------------------------------------------
+# --- API keys ------------------------------------------------------------------------
 
 PRODUCE: Final = 0
 FETCH: Final = 1

@@ -146,3 +146,14 @@ def test_conversion_does_not_import_pandas() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_arrow_schema_is_what_spark_derives_from_the_spark_schema(include_headers: bool) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from pyspark_kafka_txn.schema import spark_schema
+
+    derived = to_arrow_schema(spark_schema(include_headers), timezone="UTC")
+    assert arrow_schema(include_headers) == derived
+    assert arrow_schema(include_headers).names == derived.names

@@ -157,12 +157,11 @@ def run_split(
     decision record: this measures the EndTxn round, not a batch commit.)
     """
     options, query_id = query(bootstrap, topic)
-    prefix = options.transactional_id_prefix
     rows = values(args.rows, args.size)
     out: dict[str, list[float]] = defaultdict(list)
     for batch in range(args.repeat):
         messages = prepare(options, query_id, batch, tasks, rows)
-        handles = [m.handle.prepared(prefix, query_id) for m in messages if m.handle]
+        handles = [m.handle.transaction for m in messages if m.handle]
         with connect(options) as cluster:
             started = time.perf_counter()
             for handle in handles:

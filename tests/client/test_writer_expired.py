@@ -218,7 +218,7 @@ def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKaf
 
     handles = _decide(options, query)
     with connect(options) as cluster:
-        ended = end_transactions(cluster, [handles[0].prepared(prefix, query)], commit=True)
+        ended = end_transactions(cluster, [handles[0].transaction], commit=True)
         assert not any(isinstance(r, Exception) for r in ended.values()), ended
     _wait_expired(options, query, 2)
     committed = Counter(n for n in range(ROWS) if n % 2 == 0)

@@ -115,9 +115,9 @@ def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly
     other = _write(options, p1, "p1")
     assert older.kind == newer.kind == other.kind == FRESH
     assert older.handle is not None and newer.handle is not None
-    assert (newer.handle.producer_id, newer.handle.producer_epoch) != (
-        older.handle.producer_id,
-        older.handle.producer_epoch,
+    assert (newer.handle.transaction.producer_id, newer.handle.transaction.producer_epoch) != (
+        older.handle.transaction.producer_id,
+        older.handle.transaction.producer_epoch,
     )
 
     # The driver got the older attempt's message (as if it had reported first).

@@ -103,7 +103,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     first = _start(log, bs, source, sink, checkpoint, prefix, "4")
     try:
         with ClusterClient(bs) as cluster:
-            query, decision = _until(
+            _, decision = _until(
                 first, log, "the decision record", lambda: _decided(cluster, prefix)
             )
     finally:
@@ -114,7 +114,7 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     # Nothing of the batch is visible yet: every transaction is still open.
     assert reference_rows(bs, sink, 3) == []
     # As if one EndTxn had gone through before the crash.
-    handle = decision.handles[min(decision.handles)].prepared(prefix, query)
+    handle = decision.handles[min(decision.handles)].transaction
     end_transaction(bs, handle, commit=True)
     # EndTxn returns once the coordinator decided; wait for its markers. Its rows need not
     # be visible yet: the other recorded transactions, still open, wrote to the same sink

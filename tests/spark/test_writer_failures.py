@@ -23,7 +23,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.client.producer import (
+    PreparedTransaction,
+    ProducerConfig,
+    TransactionalProducer,
+)
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
 from tests.conftest import KafkaTarget
@@ -244,7 +248,9 @@ def test_second_live_query_on_the_prefix_is_reported_not_fenced(
 
     def other_query_commits() -> None:
         # The other query's driver recording a decision for each of its batches.
-        handle = Handle(0, described.producer_id, described.producer_epoch, 2)
+        handle = Handle(
+            0, PreparedTransaction(tid, described.producer_id, described.producer_epoch, 2)
+        )
         with ClusterClient(bs) as cluster:
             batch = 0
             while not stop.wait(0.3):

@@ -153,15 +153,12 @@ def _commit(
             raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
         decision = write_decision(cluster, prefix, query_id, batch, handles, anchor, recorded)
     assert decision is not None
-    results = end_transactions(
-        cluster, [h.prepared(prefix, query_id) for h in handles.values()], commit=True
-    )
+    results = end_transactions(cluster, [h.transaction for h in handles.values()], commit=True)
     failed = {
         partition: result
         for partition, handle in sorted(handles.items())
-        if isinstance(result := results[handle.prepared(prefix, query_id).transactional_id],
-                      Exception)
-    }  # fmt: skip
+        if isinstance(result := results[handle.transaction.transactional_id], Exception)
+    }
     denied = next((e for e in failed.values() if isinstance(e, AuthorizationError)), None)
     if denied is not None:
         # An ACL went missing since the tasks ran: the decision stands, and once the ACL
@@ -355,9 +352,7 @@ def abort_batch(
                     query_id,
                 )
                 return
-            fresh = [
-                m.handle.prepared(prefix, query_id) for m in present if m.kind == FRESH and m.handle
-            ]
+            fresh = [m.handle.transaction for m in present if m.kind == FRESH and m.handle]
             for tid, result in end_transactions(cluster, fresh, commit=False).items():
                 if isinstance(result, Exception):
                     log.warning(

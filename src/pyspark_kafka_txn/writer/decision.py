@@ -1,9 +1,10 @@
 """The driver's durable commit decision, kept in Kafka as committed group offsets.
 
 Before the first EndTxn of batch ``B`` the driver records ``(B, handles)``, where a handle
-is ``(Spark partition, producer id, epoch, transaction version)`` of a prepared
-transaction. Once recorded, the outcome of ``B`` is *commit*, whatever crashes afterwards:
-a replay of ``B`` finds the record and rolls it forward (see ``docs/design.md``).
+is a Spark partition with its prepared transaction (recorded as producer id, epoch and
+transaction version: the transactional id follows from the partition). Once recorded, the
+outcome of ``B`` is *commit*, whatever crashes afterwards: a replay of ``B`` finds the
+record and rolls it forward (see ``docs/design.md``).
 
 Storage, with no topic of its own: OffsetCommit (outside any group generation) to groups
 named after the query. Offset metadata is limited to ``offset.metadata.max.bytes`` (4096
@@ -51,18 +52,7 @@ class Handle:
     """A prepared transaction of one Spark partition: what ends it from anywhere."""
 
     partition: int
-    producer_id: int
-    producer_epoch: int
-    transaction_version: int
-
-    def prepared(self, prefix: str, query_id: str) -> PreparedTransaction:
-        """The client's handle of this transaction."""
-        return PreparedTransaction(
-            transactional_id(prefix, query_id, self.partition),
-            self.producer_id,
-            self.producer_epoch,
-            self.transaction_version,
-        )
+    transaction: PreparedTransaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +74,17 @@ class Decision:
 
 def _encode(handles: Mapping[int, Handle]) -> str:
     return ",".join(
-        f"{h.partition}:{h.producer_id}:{h.producer_epoch}:{h.transaction_version}"
-        for _, h in sorted(handles.items())
+        f"{p}:{t.producer_id}:{t.producer_epoch}:{t.transaction_version}"
+        for p, t in ((h.partition, h.transaction) for _, h in sorted(handles.items()))
     )
 
 
-def _decode(text: str) -> dict[int, Handle]:
+def _decode(text: str, prefix: str, query_id: str) -> dict[int, Handle]:
     out: dict[int, Handle] = {}
     for item in filter(None, text.split(",")):
         p, pid, epoch, tv = (int(x) for x in item.split(":"))
-        out[p] = Handle(p, pid, epoch, tv)
+        tid = transactional_id(prefix, query_id, p)
+        out[p] = Handle(p, PreparedTransaction(tid, pid, epoch, tv))
     return out
 
 
@@ -154,7 +145,7 @@ def read_decision(
             f"The commit decision of query {query_id} for batch {decided} is unreadable "
             f"(group {decision_group(prefix, query_id)}: its chunks do not match the header)"
         )
-    return Decision(decided, _decode(text), slot, anchor, time_ms)
+    return Decision(decided, _decode(text, prefix, query_id), slot, anchor, time_ms)
 
 
 def write_decision(

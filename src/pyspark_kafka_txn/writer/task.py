@@ -80,7 +80,7 @@ def holds_open(described: TransactionDescription | None, handle: Handle) -> bool
         described is not None
         and described.state in OPEN_STATES
         and (described.producer_id, described.producer_epoch)
-        == (handle.producer_id, handle.producer_epoch)
+        == (handle.transaction.producer_id, handle.transaction.producer_epoch)
     )
 
 
@@ -147,9 +147,7 @@ def write_task(
         except BaseException:
             _abort_quietly(producer, tid)
             raise
-    handle = Handle(
-        who.partition, prepared.producer_id, prepared.producer_epoch, prepared.transaction_version
-    )
+    handle = Handle(who.partition, prepared)
     log.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
     return TaskMessage(
         who.query_id,

@@ -3,7 +3,7 @@
 The answer is the record with the largest timestamp — not the last offset of its batch —
 the first one on a tie, and nothing (-1) when that record is beyond what the isolation
 level may read. Asked through confluent-kafka's AdminClient (librdkafka) and through a raw
-ListOffsets v7 request.
+ListOffsets v7 request. Also: a partition asked twice in one request is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import uuid
 
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
 from tests.broker.java_client import JavaClient
@@ -112,3 +113,47 @@ def test_max_timestamp_through_the_java_admin(kafka: KafkaTarget, java: JavaClie
     topic = kafka.create_topic(partitions=1, prefix="maxts")
     _produce_one_batch(kafka.bootstrap_servers, topic, [100, 400, 250, 400, 300])
     assert java.call("maxtimestamp", topic, 0) == [1, BASE_MS + 400]
+
+
+def _latest(bootstrap: str, entries: list[tuple[str, list[int]]]) -> list[tuple[int, int, int]]:
+    """A raw ListOffsets v7 of LATEST for ``entries`` (topic, partitions) as given, duplicates
+    included; the answer as (partition, error code, offset), in order."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    v7 = list_offsets_v7
+    topics = tuple(
+        v7.ListOffsetsTopic(
+            name=v7.TopicName(topic),
+            partitions=tuple(
+                v7.ListOffsetsPartition(
+                    partition_index=v7.i32(p), current_leader_epoch=v7.i32(-1), timestamp=v7.i64(-1)
+                )
+                for p in partitions
+            ),
+        )
+        for topic, partitions in entries
+    )
+    request = v7.ListOffsetsRequest(
+        replica_id=v7.BrokerId(-1), isolation_level=v7.i8(0), topics=topics
+    )
+    answer = raw_request((host, int(port)), 2, 7, request)
+    return [
+        (int(p.partition_index), int(p.error_code), int(p.offset))
+        for t in answer.topics
+        for p in t.partitions
+    ]
+
+
+def test_a_partition_asked_twice_is_invalid_even_across_topic_entries(kafka: KafkaTarget) -> None:
+    # As Kafka's ListOffsetsRequest.duplicatePartitions(): over the whole request.
+    topic = kafka.create_topic(partitions=3, prefix="dup")
+    bs = kafka.bootstrap_servers
+    _produce_one_batch(bs, topic, [0, 1])  # two records in partition 0
+    invalid = ErrorCode.invalid_request.value
+    assert _latest(bs, [(topic, [0, 1, 0]), (topic, [1, 2])]) == [
+        (0, invalid, -1),
+        (1, invalid, -1),
+        (0, invalid, -1),
+        (1, invalid, -1),
+        (2, 0, 0),
+    ]
+    assert _latest(bs, [(topic, [0]), (topic, [2])]) == [(0, 0, 2), (2, 0, 0)]

@@ -12,7 +12,7 @@ entity has it (field sets differ between versions of the same API) and raises
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -32,6 +32,7 @@ __all__ = [
     "build",
     "decode_request",
     "encode_response",
+    "partition_entries",
     "partition_results",
     "response_module",
 ]
@@ -137,37 +138,42 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return out.frame()
 
 
-def partition_results(
+def partition_entries(
     topics: Iterable[Any],
     topic_cls: type[Any],
     partition_cls: type[Any],
-    code_for: Callable[[str, Any], ErrorCode],
-    **partition_fields: Any,
+    fields_for: Callable[[str, Any], Mapping[str, Any]],
 ) -> tuple[Any, ...]:
-    """One result per requested partition, grouped by topic, in request order.
+    """One entry per requested partition, grouped by topic, in request order.
 
     Each request topic (``name``, ``partitions``) gives a ``topic_cls`` named like it; each
-    of its partitions (``partition_index``) a ``partition_cls`` with the same index,
-    ``error_code=code_for(topic name, request partition)`` (called once per entry, in
-    request order) and ``partition_fields``. For the APIs whose results echo the request
-    topic by topic with one error code a partition (ListOffsets, OffsetCommit, OffsetDelete,
-    TxnOffsetCommit).
+    of its partitions (``partition_index``) a ``partition_cls`` with the same index and
+    the fields ``fields_for(topic name, request partition)`` returns (called once per
+    entry, in request order). For the APIs whose results echo the request topic by topic
+    (ListOffsets, DeleteRecords, OffsetCommit, OffsetDelete, TxnOffsetCommit).
     """
     return tuple(
         build(
             topic_cls,
             name=topic.name,
             partitions=tuple(
-                build(
-                    partition_cls,
-                    partition_index=p.partition_index,
-                    error_code=code_for(topic.name, p),
-                    **partition_fields,
-                )
+                build(partition_cls, partition_index=p.partition_index, **fields_for(topic.name, p))
                 for p in topic.partitions
             ),
         )
         for topic in topics
+    )
+
+
+def partition_results(
+    topics: Iterable[Any],
+    topic_cls: type[Any],
+    partition_cls: type[Any],
+    code_for: Callable[[str, Any], ErrorCode],
+) -> tuple[Any, ...]:
+    """:func:`partition_entries` whose only field is ``error_code=code_for(topic, partition)``."""
+    return partition_entries(
+        topics, topic_cls, partition_cls, lambda name, p: {"error_code": code_for(name, p)}
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
@@ -15,7 +16,7 @@ from pyspark_kafka_txn.embedded.log import PartitionLog
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
-    partition_results,
+    partition_entries,
     response_module,
 )
 from pyspark_kafka_txn.embedded.records import ATTR_TRANSACTIONAL, CRC_START, RecordError
@@ -371,47 +372,47 @@ def list_offsets(ctx: Context, req: Any) -> Any:
     Behaviour: EARLIEST (-2) = log start; LATEST (-1) = LSO for read_committed, high
     watermark otherwise (v1 is read_uncommitted); MAX_TIMESTAMP (-3, v7+); EARLIEST_LOCAL
     (-4, v8+) = log start; a timestamp gives the first record at or after it below the
-    isolation bound, else -1/-1; duplicate partitions get INVALID_REQUEST; not-leader and
-    unknown partitions as Kafka; a topic without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
+    isolation bound, else -1/-1; a partition asked twice in the request (in one topic entry
+    or two) gets INVALID_REQUEST; not-leader and unknown partitions as Kafka; a topic
+    without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
-    mod = response_module(LIST_OFFSETS, ctx.version)
     isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
-    topics = []
-    for topic in req.topics:
-        indexes = [p.partition_index for p in topic.partitions]
-        parts = []
-        for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.name, part.partition_index, Operation.DESCRIBE)
-            offset, ts = -1, -1
-            if indexes.count(part.partition_index) > 1:
-                code = ErrorCode.invalid_request
-            if code is ErrorCode.none and log is not None:
-                target = part.timestamp
-                if target == EARLIEST or (target == EARLIEST_LOCAL and ctx.version >= 8):
-                    offset = log.log_start_offset
-                elif target == LATEST:
-                    offset = log.bound(isolation)
-                elif target == MAX_TIMESTAMP and ctx.version >= 7:
-                    offset, ts = log.max_timestamp_offset(isolation)
-                elif target >= 0:
-                    try:
-                        offset, ts = log.offset_for_timestamp(target, isolation)
-                    except RecordError as exc:
-                        code = exc.code
-                else:
-                    code = ErrorCode.unsupported_version
-            parts.append(
-                build(
-                    mod.ListOffsetsPartitionResponse,
-                    partition_index=part.partition_index,
-                    error_code=code,
-                    timestamp=ts,
-                    offset=offset,
-                    leader_epoch=log.leader_epoch if log and offset >= 0 else -1,
-                )
-            )
-        topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(parts)))
-    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    requested = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+
+    def offsets(topic: str, part: Any) -> dict[str, Any]:
+        code, log = _leader_error(ctx, topic, part.partition_index, Operation.DESCRIBE)
+        offset, ts = -1, -1
+        if requested[topic, part.partition_index] > 1:
+            code = ErrorCode.invalid_request
+        if code is ErrorCode.none and log is not None:
+            target = part.timestamp
+            if target == EARLIEST or (target == EARLIEST_LOCAL and ctx.version >= 8):
+                offset = log.log_start_offset
+            elif target == LATEST:
+                offset = log.bound(isolation)
+            elif target == MAX_TIMESTAMP and ctx.version >= 7:
+                offset, ts = log.max_timestamp_offset(isolation)
+            elif target >= 0:
+                try:
+                    offset, ts = log.offset_for_timestamp(target, isolation)
+                except RecordError as exc:
+                    code = exc.code
+            else:
+                code = ErrorCode.unsupported_version
+        epoch = log.leader_epoch if log and offset >= 0 else -1
+        return {"error_code": code, "timestamp": ts, "offset": offset, "leader_epoch": epoch}
+
+    return _list_offsets_response(ctx, req, offsets)
+
+
+def _list_offsets_response(
+    ctx: Context, req: Any, fields_for: Callable[[str, Any], Mapping[str, Any]]
+) -> Any:
+    mod = response_module(LIST_OFFSETS, ctx.version)
+    topics = partition_entries(
+        req.topics, mod.ListOffsetsTopicResponse, mod.ListOffsetsPartitionResponse, fields_for
+    )
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def delete_records(ctx: Context, req: Any) -> Any:
@@ -423,28 +424,22 @@ def delete_records(ctx: Context, req: Any) -> Any:
     log start survives a restart.
     """
     mod = response_module(DELETE_RECORDS, ctx.version)
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.name, part.partition_index, Operation.DELETE)
-            low = -1
-            if code is ErrorCode.none and log is not None:
-                try:
-                    low = log.delete_records(part.offset)
-                except RecordError as exc:
-                    code = exc.code
-            parts.append(
-                build(
-                    mod.DeleteRecordsPartitionResult,
-                    partition_index=part.partition_index,
-                    low_watermark=low,
-                    error_code=code,
-                )
-            )
-        topics.append(build(mod.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(parts)))
+
+    def delete(topic: str, part: Any) -> dict[str, Any]:
+        code, log = _leader_error(ctx, topic, part.partition_index, Operation.DELETE)
+        low = -1
+        if code is ErrorCode.none and log is not None:
+            try:
+                low = log.delete_records(part.offset)
+            except RecordError as exc:
+                code = exc.code
+        return {"error_code": code, "low_watermark": low}
+
+    topics = partition_entries(
+        req.topics, mod.DeleteRecordsTopicResult, mod.DeleteRecordsPartitionResult, delete
+    )
     ctx.cluster.log_start_changed()
-    return build(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return build(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def describe_producers(ctx: Context, req: Any) -> Any:
@@ -558,17 +553,8 @@ def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 
 def list_offsets_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """ListOffsets: every partition fails with ``code``."""
-    mod = response_module(LIST_OFFSETS, ctx.version)
-    topics = partition_results(
-        req.topics,
-        mod.ListOffsetsTopicResponse,
-        mod.ListOffsetsPartitionResponse,
-        lambda _topic, _p: code,
-        timestamp=-1,
-        offset=-1,
-        leader_epoch=-1,
-    )
-    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
+    failed = {"error_code": code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    return _list_offsets_response(ctx, req, lambda _topic, _p: failed)
 
 
 SPECS = (

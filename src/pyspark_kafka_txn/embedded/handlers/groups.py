@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
@@ -58,7 +59,6 @@ def offset_commit(ctx: Context, req: Any) -> Any:
     OFFSET_METADATA_TOO_LARGE. The offset value itself is not validated.
     """
     cluster = ctx.cluster
-    mod = response_module(OFFSET_COMMIT, ctx.version)
     group = req.group_id
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, group or ""):
         return offset_commit_error(ctx, req, ErrorCode.group_authorization_failed)
@@ -92,8 +92,15 @@ def offset_commit(ctx: Context, req: Any) -> Any:
         )
         return ErrorCode.none
 
+    return _offset_commit_response(ctx, req, commit)
+
+
+def _offset_commit_response(
+    ctx: Context, req: Any, code_for: Callable[[str, Any], ErrorCode]
+) -> Any:
+    mod = response_module(OFFSET_COMMIT, ctx.version)
     topics = partition_results(
-        req.topics, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, commit
+        req.topics, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, code_for
     )
     return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
@@ -267,14 +274,7 @@ def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 
 def offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """OffsetCommit: every partition fails with ``code`` (nothing committed)."""
-    mod = response_module(OFFSET_COMMIT, ctx.version)
-    topics = partition_results(
-        req.topics,
-        mod.OffsetCommitResponseTopic,
-        mod.OffsetCommitResponsePartition,
-        lambda _topic, _p: code,
-    )
-    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return _offset_commit_response(ctx, req, lambda _topic, _p: code)
 
 
 SPECS = (

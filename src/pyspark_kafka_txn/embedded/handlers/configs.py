@@ -62,6 +62,20 @@ def _config_refusal(ctx: Context, res: Any, operation: Operation) -> ErrorCode |
     return None
 
 
+def _resource_result(
+    cls: type[Any], res: Any, code: ErrorCode, message: str | None, **fields: Any
+) -> Any:
+    """The result of one config resource: the request's resource type and name, the error."""
+    return build(
+        cls,
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        **fields,
+    )
+
+
 def _alter_resources(
     ctx: Context, req: Any, api: int, new_config: Callable[[Topic, Any], dict[str, str | None]]
 ) -> Any:
@@ -100,15 +114,7 @@ def _alter_resources(
             )
         except TopicError as exc:
             code, message = exc.code, str(exc)
-        responses.append(
-            build(
-                mod.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
+        responses.append(_resource_result(mod.AlterConfigsResourceResponse, res, code, message))
     response = (
         mod.AlterConfigsResponse if api == ALTER_CONFIGS else mod.IncrementalAlterConfigsResponse
     )
@@ -254,14 +260,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
             if keys is None or k in keys
         )
         results.append(
-            build(
-                mod.DescribeConfigsResult,
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-                configs=entries,
-            )
+            _resource_result(mod.DescribeConfigsResult, res, code, message, configs=entries)
         )
     refused = set(DENIED_MESSAGES)
     ordered = [r for r in results if r.error_code not in refused] + [

@@ -92,17 +92,23 @@ def offset_commit(ctx: Context, req: Any) -> Any:
         )
         return ErrorCode.none
 
-    return _offset_commit_response(ctx, req, commit)
+    return commit_response(ctx, req, OFFSET_COMMIT, commit)
 
 
-def _offset_commit_response(
-    ctx: Context, req: Any, code_for: Callable[[str, Any], ErrorCode]
+def commit_response(
+    ctx: Context, req: Any, api_key: int, code_for: Callable[[str, Any], ErrorCode]
 ) -> Any:
-    mod = response_module(OFFSET_COMMIT, ctx.version)
+    """The OffsetCommit or TxnOffsetCommit (``api_key``) response: one result per requested
+    partition; ``code_for(topic, partition)`` is called once per entry, in request order."""
+    name = "OffsetCommit" if api_key == OFFSET_COMMIT else "TxnOffsetCommit"
+    mod = response_module(api_key, ctx.version)
     topics = partition_results(
-        req.topics, mod.OffsetCommitResponseTopic, mod.OffsetCommitResponsePartition, code_for
+        req.topics,
+        getattr(mod, f"{name}ResponseTopic"),
+        getattr(mod, f"{name}ResponsePartition"),
+        code_for,
     )
-    return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return build(getattr(mod, f"{name}Response"), throttle_time=NO_THROTTLE, topics=topics)
 
 
 def _fetch_group(
@@ -274,7 +280,7 @@ def _offset_delete_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
 
 def offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """OffsetCommit: every partition fails with ``code`` (nothing committed)."""
-    return _offset_commit_response(ctx, req, lambda _topic, _p: code)
+    return commit_response(ctx, req, OFFSET_COMMIT, lambda _topic, _p: code)
 
 
 SPECS = (

@@ -14,11 +14,10 @@ from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.handlers.groups import offset_entry_error
+from pyspark_kafka_txn.embedded.handlers.groups import commit_response, offset_entry_error
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
-    partition_results,
     response_module,
 )
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
@@ -336,28 +335,13 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
         )
         return ErrorCode.none
 
-    return _txn_offset_commit_response(ctx, req, stage)
-
-
-def _txn_offset_commit_response(
-    ctx: Context, req: Any, code_for: Callable[[str, Any], ErrorCode]
-) -> Any:
-    """TxnOffsetCommit response: one result per requested partition; ``code_for(topic,
-    partition)`` is called once per entry, in request order."""
-    mod = response_module(TXN_OFFSET_COMMIT, ctx.version)
-    topics = partition_results(
-        req.topics,
-        mod.TxnOffsetCommitResponseTopic,
-        mod.TxnOffsetCommitResponsePartition,
-        code_for,
-    )
-    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return commit_response(ctx, req, TXN_OFFSET_COMMIT, stage)
 
 
 def txn_offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     """TxnOffsetCommit fault response: every partition fails with ``code`` (nothing
     staged)."""
-    return _txn_offset_commit_response(ctx, req, lambda _topic, _p: code)
+    return commit_response(ctx, req, TXN_OFFSET_COMMIT, lambda _topic, _p: code)
 
 
 def describe_transactions(ctx: Context, req: Any) -> Any:

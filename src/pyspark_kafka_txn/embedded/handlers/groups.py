@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
-from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
+from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES, TopicPartition
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
@@ -34,14 +35,21 @@ def _group_error(ctx: Context, group: str | None) -> ErrorCode:
     return ErrorCode.none
 
 
-def offset_entry_error(ctx: Context, topic: str, p: Any) -> ErrorCode:
-    """What OffsetCommit and TxnOffsetCommit check of one offset of a permitted topic: the
-    partition exists (UNKNOWN_TOPIC_OR_PARTITION) and its metadata fits
-    (OFFSET_METADATA_TOO_LARGE)."""
+def apply_offset(
+    ctx: Context, topic: str, p: Any, apply: Callable[[TopicPartition, int, int, str | None], None]
+) -> ErrorCode:
+    """What OffsetCommit and TxnOffsetCommit do with one offset of a permitted topic.
+
+    The partition must exist (else UNKNOWN_TOPIC_OR_PARTITION) and its metadata fit (else
+    OFFSET_METADATA_TOO_LARGE); then ``apply(partition, offset, leader epoch, metadata)``
+    commits or stages it.
+    """
     if ctx.cluster.partition(topic, p.partition_index) is None:
         return ErrorCode.unknown_topic_or_partition
     if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
         return ErrorCode.offset_metadata_too_large
+    epoch = getattr(p, "committed_leader_epoch", -1)
+    apply((topic, p.partition_index), p.committed_offset, epoch, p.committed_metadata)
     return ErrorCode.none
 
 
@@ -80,17 +88,7 @@ def offset_commit(ctx: Context, req: Any) -> Any:
             return ErrorCode.topic_authorization_failed
         if top is not ErrorCode.none:
             return top
-        invalid = offset_entry_error(ctx, topic, p)
-        if invalid is not ErrorCode.none:
-            return invalid
-        cluster.offsets.commit(
-            group,
-            (topic, p.partition_index),
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        return ErrorCode.none
+        return apply_offset(ctx, topic, p, functools.partial(cluster.offsets.commit, group))
 
     return commit_response(ctx, req, OFFSET_COMMIT, commit)
 

@@ -4,6 +4,7 @@ TxnOffsetCommit, DescribeTransactions, ListTransactions."""
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from pyspark_kafka_txn.embedded.groups import (
     OFFSETS_TOPIC,
     coordinator_partition,
 )
-from pyspark_kafka_txn.embedded.handlers.groups import commit_response, offset_entry_error
+from pyspark_kafka_txn.embedded.handlers.groups import apply_offset, commit_response
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
@@ -322,18 +323,8 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
             return top_error
         if topic not in readable:
             return ErrorCode.topic_authorization_failed
-        invalid = offset_entry_error(ctx, topic, p)
-        if invalid is not ErrorCode.none:
-            return invalid
-        cluster.offsets.stage(
-            group,
-            req.producer_id,
-            (topic, p.partition_index),
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        return ErrorCode.none
+        stage_offset = functools.partial(cluster.offsets.stage, group, req.producer_id)
+        return apply_offset(ctx, topic, p, stage_offset)
 
     return commit_response(ctx, req, TXN_OFFSET_COMMIT, stage)
 

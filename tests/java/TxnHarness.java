@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.common.acl.AclOperation;
@@ -222,6 +223,31 @@ public final class TxnHarness {
           }
           ops.sort(null);
           return ops.toString();
+        }
+      case "describeproducers":
+        {
+          // [[producer id, epoch, last sequence, open transaction's first offset or -1], ...]
+          TopicPartition tp = new TopicPartition(f[1], Integer.parseInt(f[2]));
+          List<String> out = new ArrayList<>();
+          for (ProducerState state :
+              admin()
+                  .describeProducers(List.of(tp))
+                  .partitionResult(tp)
+                  .get(20, TimeUnit.SECONDS)
+                  .activeProducers()) {
+            out.add(
+                "["
+                    + state.producerId()
+                    + ", "
+                    + state.producerEpoch()
+                    + ", "
+                    + state.lastSequence()
+                    + ", "
+                    + state.currentTransactionStartOffset().orElse(-1L)
+                    + "]");
+          }
+          out.sort(null);
+          return out.toString();
         }
       case "maxtimestamp":
         {

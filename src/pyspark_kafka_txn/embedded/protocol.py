@@ -143,26 +143,34 @@ def partition_entries(
     topic_cls: type[Any],
     partition_cls: type[Any],
     fields_for: Callable[[str, Any], Mapping[str, Any]],
+    *,
+    topic_name: str = "name",
+    request_partitions: str = "partitions",
+    index: str = "partition_index",
+    result_partitions: str = "partitions",
 ) -> tuple[Any, ...]:
-    """One entry per requested partition, grouped by topic, in request order.
+    """One result per requested partition, grouped by topic, in request order.
 
-    Each request topic (``name``, ``partitions``) gives a ``topic_cls`` named like it; each
-    of its partitions (``partition_index``) a ``partition_cls`` with the same index and
-    the fields ``fields_for(topic name, request partition)`` returns (called once per
-    entry, in request order). For the APIs whose results echo the request topic by topic
-    (ListOffsets, DeleteRecords, OffsetCommit, OffsetDelete, TxnOffsetCommit).
+    For the APIs whose results echo the request topic by topic and partition by partition
+    (ListOffsets, DeleteRecords, DescribeProducers, OffsetForLeaderEpoch, OffsetCommit,
+    OffsetDelete, OffsetFetch v0-1 errors, TxnOffsetCommit, AddPartitionsToTxn v0-3).
+    Each request topic gives a ``topic_cls`` with the same ``topic_name`` field; each of its
+    partitions (its ``request_partitions`` field: entities with an ``index`` field, or
+    bare partition numbers) a ``partition_cls`` with the same ``index`` and the fields
+    ``fields_for(topic name, request partition)`` returns (called once per partition, in
+    request order), listed in the topic result's ``result_partitions`` field.
     """
-    return tuple(
-        build(
-            topic_cls,
-            name=topic.name,
-            partitions=tuple(
-                build(partition_cls, partition_index=p.partition_index, **fields_for(topic.name, p))
-                for p in topic.partitions
-            ),
-        )
-        for topic in topics
-    )
+
+    def entry(name: str, p: Any) -> Any:
+        number = p if isinstance(p, int) else getattr(p, index)
+        return build(partition_cls, **{index: number}, **fields_for(name, p))
+
+    def topic_result(topic: Any) -> Any:
+        name = getattr(topic, topic_name)
+        parts = tuple(entry(name, p) for p in getattr(topic, request_partitions))
+        return build(topic_cls, **{topic_name: name, result_partitions: parts})
+
+    return tuple(topic_result(topic) for topic in topics)
 
 
 def partition_results(

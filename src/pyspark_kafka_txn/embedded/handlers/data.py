@@ -446,75 +446,71 @@ def describe_producers(ctx: Context, req: Any) -> Any:
     """DescribeProducers v0: the active producer entries of each partition (a topic
     without READ: TOPIC_AUTHORIZATION_FAILED)."""
     mod = response_module(DESCRIBE_PRODUCERS, ctx.version)
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for index in topic.partition_indexes:
-            code, log = _leader_error(ctx, topic.name, index, Operation.READ)
-            producers = ()
-            if log is not None:
-                producers = tuple(
-                    build(
-                        mod.ProducerState,
-                        producer_id=pid,
-                        producer_epoch=entry.epoch,
-                        last_sequence=entry.last_seq,
-                        last_timestamp=entry.last_timestamp,
-                        coordinator_epoch=entry.coordinator_epoch,
-                        current_txn_start_offset=(
-                            -1 if entry.txn_first_offset is None else entry.txn_first_offset
-                        ),
-                    )
-                    for pid, entry in sorted(log.producers.items())
-                )
-            parts.append(
+
+    def producers(topic: str, index: int) -> dict[str, Any]:
+        code, log = _leader_error(ctx, topic, index, Operation.READ)
+        states = ()
+        if log is not None:
+            states = tuple(
                 build(
-                    mod.PartitionResponse,
-                    partition_index=index,
-                    error_code=code,
-                    error_message=None,
-                    active_producers=producers,
+                    mod.ProducerState,
+                    producer_id=pid,
+                    producer_epoch=entry.epoch,
+                    last_sequence=entry.last_seq,
+                    last_timestamp=entry.last_timestamp,
+                    coordinator_epoch=entry.coordinator_epoch,
+                    current_txn_start_offset=(
+                        -1 if entry.txn_first_offset is None else entry.txn_first_offset
+                    ),
                 )
+                for pid, entry in sorted(log.producers.items())
             )
-        topics.append(build(mod.TopicResponse, name=topic.name, partitions=tuple(parts)))
-    return build(mod.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+        return {"error_code": code, "error_message": None, "active_producers": states}
+
+    topics = partition_entries(
+        req.topics,
+        mod.TopicResponse,
+        mod.PartitionResponse,
+        producers,
+        request_partitions="partition_indexes",
+    )
+    return build(mod.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def offset_for_leader_epoch(ctx: Context, req: Any) -> Any:
     """OffsetForLeaderEpoch v2-4.
 
-    Behaviour: the current leader epoch maps to the log end offset. Simplification: the
-    broker does not remember where earlier epochs ended, so an older epoch also maps to
-    the log end (no truncation is ever needed: there is one replica). A topic without
-    DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
+    Behaviour: the current leader epoch maps to the log end offset; an epoch above it, or
+    -1, to -1/-1 (Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET); a current leader
+    epoch above the partition's UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH.
+    Simplification: the broker does not remember where earlier epochs ended, so an older
+    epoch also maps to the log end (no truncation is ever needed: there is one replica). A
+    topic without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
     """
     mod = response_module(OFFSET_FOR_LEADER_EPOCH, ctx.version)
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for part in topic.partitions:
-            code, log = _leader_error(ctx, topic.topic, part.partition, Operation.DESCRIBE)
-            epoch, end = -1, -1
-            if log is not None:
-                if part.current_leader_epoch > log.leader_epoch:
-                    code = ErrorCode.unknown_leader_epoch
-                elif 0 <= part.current_leader_epoch < log.leader_epoch:
-                    code = ErrorCode.fenced_leader_epoch
-                else:
-                    epoch, end = min(part.leader_epoch, log.leader_epoch), log.log_end_offset
-            parts.append(
-                build(
-                    mod.EpochEndOffset,
-                    error_code=code,
-                    partition=part.partition,
-                    leader_epoch=epoch,
-                    end_offset=end,
-                )
-            )
-        topics.append(
-            build(mod.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(parts))
-        )
-    return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    def end_offset(topic: str, part: Any) -> dict[str, Any]:
+        code, log = _leader_error(ctx, topic, part.partition, Operation.DESCRIBE)
+        epoch, end = -1, -1
+        if log is not None:
+            if part.current_leader_epoch > log.leader_epoch:
+                code = ErrorCode.unknown_leader_epoch
+            elif 0 <= part.current_leader_epoch < log.leader_epoch:
+                code = ErrorCode.fenced_leader_epoch
+            elif 0 <= part.leader_epoch <= log.leader_epoch:
+                epoch, end = part.leader_epoch, log.log_end_offset
+            # else an epoch above the current one, or -1: UNDEFINED_EPOCH(_OFFSET), as Kafka
+        return {"error_code": code, "leader_epoch": epoch, "end_offset": end}
+
+    topics = partition_entries(
+        req.topics,
+        mod.OffsetForLeaderTopicResult,
+        mod.EpochEndOffset,
+        end_offset,
+        topic_name="topic",
+        index="partition",
+    )
+    return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def fetch_error(ctx: Context, req: Any, code: ErrorCode) -> Any:

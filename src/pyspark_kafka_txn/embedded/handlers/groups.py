@@ -12,6 +12,7 @@ from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES, TopicPa
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
+    partition_entries,
     partition_results,
     response_module,
 )
@@ -205,22 +206,13 @@ def offset_fetch(ctx: Context, req: Any) -> Any:
     )
     if code is not ErrorCode.none and ctx.version < 2:
         # v0-1 have no top-level error: report it on every requested partition.
-        topics = tuple(
-            build(
-                mod.OffsetFetchResponseTopic,
-                name=t.name,
-                partitions=tuple(
-                    build(
-                        mod.OffsetFetchResponsePartition,
-                        partition_index=i,
-                        committed_offset=-1,
-                        metadata="",
-                        error_code=code,
-                    )
-                    for i in t.partition_indexes
-                ),
-            )
-            for t in req.topics or ()
+        failed = {"committed_offset": -1, "metadata": "", "error_code": code}
+        topics = partition_entries(
+            req.topics or (),
+            mod.OffsetFetchResponseTopic,
+            mod.OffsetFetchResponsePartition,
+            lambda _topic, _i: failed,
+            request_partitions="partition_indexes",
         )
     return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=code)
 

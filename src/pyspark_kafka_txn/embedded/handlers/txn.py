@@ -19,6 +19,7 @@ from pyspark_kafka_txn.embedded.handlers.groups import apply_offset, commit_resp
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
+    partition_entries,
     response_module,
 )
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
@@ -175,20 +176,12 @@ def _add_partitions_response(
 ) -> Any:
     """AddPartitionsToTxn v0-3 response: one result per requested partition."""
     mod = response_module(ADD_PARTITIONS_TO_TXN, ctx.version)
-    results = tuple(
-        build(
-            mod.AddPartitionsToTxnTopicResult,
-            name=t.name,
-            results_by_partition=tuple(
-                build(
-                    mod.AddPartitionsToTxnPartitionResult,
-                    partition_index=p,
-                    partition_error_code=code_for(t.name, p),
-                )
-                for p in t.partitions
-            ),
-        )
-        for t in req.v3_and_below_topics
+    results = partition_entries(
+        req.v3_and_below_topics,
+        mod.AddPartitionsToTxnTopicResult,
+        mod.AddPartitionsToTxnPartitionResult,
+        lambda topic, p: {"partition_error_code": code_for(topic, p)},
+        result_partitions="results_by_partition",
     )
     return build(
         mod.AddPartitionsToTxnResponse,

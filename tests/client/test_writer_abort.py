@@ -20,7 +20,6 @@ from collections import Counter
 import pyarrow as pa
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
@@ -30,6 +29,7 @@ from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.conftest import KafkaTarget
 from tests.support.lso import assert_nothing_open, pinned_partitions
 from tests.support.readback import read_records
+from tests.support.txns import leave_open, open_transactions
 
 TIMEOUT_MS = 60_000
 
@@ -45,35 +45,22 @@ def _options(bootstrap: str, topic: str, prefix: str, **extra: str) -> WriterOpt
     )
 
 
+def _values(tag: str, n: int) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(n)]
+
+
 def _rows(partition: int, tag: str, n: int = 10) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
         {
-            "value": pa.array([f"{tag}-{i}".encode() for i in range(n)], pa.binary()),
+            "value": pa.array(_values(tag, n), pa.binary()),
             "partition": pa.array([partition] * n, pa.int32()),
         }
     )
 
 
-def _killed_mid_write(bootstrap: str, tid: str, topic: str, partition: int, tag: str) -> None:
-    """What a task killed mid-write leaves: rows in an Ongoing transaction of its id."""
-    producer = TransactionalProducer(ProducerConfig(bootstrap, tid))
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.produce(
-        topic, pa.array([f"{tag}-{i}".encode() for i in range(5)]), partitions=partition
-    )
-    producer.flush()
-    producer.close()  # the connection goes; the transaction stays open
-
-
 def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[str]:
     records = read_records(bootstrap, topic, 2, isolation=isolation)
     return Counter((value or b"").decode().split("-")[0] for _, _, value, _ in records)
-
-
-def _open_ids(bootstrap: str, prefix: str) -> set[str]:
-    with ClusterClient(bootstrap) as cluster:
-        return {t.transactional_id for t in find_open_transactions(cluster, prefix)}
 
 
 def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
@@ -87,15 +74,16 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
     job = f"job-{uuid.uuid4()}"
     returned = write_task(options, TaskIdentity(job, 0, 1, 0), iter([_rows(1, "t1")]), TIMEOUT_MS)
     assert returned.kind == FRESH
-    _killed_mid_write(bs, transactional_id(prefix, job, 0), topic, 0, "t0")
+    leave_open(bs, transactional_id(prefix, job, 0), topic, 0, _values("t0", 5))
     # Another query's transaction under the same prefix, e.g. a live streaming query.
     other = transactional_id(prefix, str(uuid.uuid4()), 0)
-    _killed_mid_write(bs, other, topic, 1, "other")
+    leave_open(bs, other, topic, 1, _values("other", 5))
     assert pinned_partitions(bs, topic, 2)  # the check below could fail
 
     abort_batch(options, [None, returned], 0, query_id=job)
 
-    assert _open_ids(bs, prefix) == {other}  # the job's are ended, the other query's not
+    # The job's are ended, the other query's not.
+    assert set(open_transactions(bs, prefix)) == {other}
     assert _visible(bs, topic) == Counter()
     assert _visible(bs, topic, "read_uncommitted") == Counter({"t1": 10, "t0": 5, "other": 5})
     with ClusterClient(bs) as cluster:  # leave nothing open on the shared cluster
@@ -112,7 +100,7 @@ def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
     prefix = f"k-{uuid.uuid4().hex[:8]}-"
     job = f"job-{uuid.uuid4()}"
     for partition in (0, 1):
-        _killed_mid_write(bs, transactional_id(prefix, job, partition), topic, partition, "t")
+        leave_open(bs, transactional_id(prefix, job, partition), topic, partition, _values("t", 5))
 
     abort_batch(_options(bs, topic, prefix), [None, None], 0, query_id=job)
 
@@ -132,11 +120,11 @@ def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget
         batch = 0 if guarantee == "exactly_once" else 1
         who = TaskIdentity(query, batch, 1, 0)
         returned = write_task(options, who, iter([_rows(1, guarantee)]), TIMEOUT_MS)
-        _killed_mid_write(bs, transactional_id(prefix, query, 0), topic, 0, "killed")
+        leave_open(bs, transactional_id(prefix, query, 0), topic, 0, _values("killed", 5))
 
         abort_batch(options, [None, returned], batch)
 
-        assert _open_ids(bs, prefix) == set(), guarantee
+        assert set(open_transactions(bs, prefix)) == set(), guarantee
     assert_nothing_open(bs, topic, 2)
     # Exactly once: the returned task's rows aborted too; at least once: committed by it.
     assert _visible(bs, topic) == Counter({"at_least_once": 10})

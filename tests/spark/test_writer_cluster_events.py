@@ -24,9 +24,9 @@ from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import completes, held, open_transactions, pipeline, while_held
+from tests.spark.writer_kit import completes, held, pipeline, while_held
 from tests.support.lso import assert_nothing_open
-from tests.support.txns import committed_batches
+from tests.support.txns import committed_batches, open_transactions
 
 #: New producer ids start here: exhausted (32766) after three batches of one task.
 START_EPOCH = 32760

@@ -34,10 +34,10 @@ from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import open_transactions, wait_until
+from tests.spark.writer_kit import wait_until
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
-from tests.support.txns import committed_batches
+from tests.support.txns import committed_batches, open_transactions
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -25,8 +24,6 @@ from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
-    ProducerConfig,
-    TransactionalProducer,
 )
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
@@ -37,13 +34,12 @@ from tests.spark.writer_kit import (
     failing_while,
     held,
     held_until,
-    open_transactions,
     pipeline,
     wait_until,
     while_held,
 )
 from tests.support.lso import assert_nothing_open, pinned_partitions
-from tests.support.txns import committed_batches
+from tests.support.txns import committed_batches, leave_open, open_transactions
 
 
 def _prefix() -> str:
@@ -59,15 +55,6 @@ def _input(bootstrap: str, topic: str, n: int = 20, tag: str = "v") -> Counter[b
 
 def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[bytes]:
     return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
-
-
-def _leave_open(bootstrap: str, tid: str, topic: str, partition: int, value: bytes) -> None:
-    """Write ``value`` in a transaction of ``tid`` and leave it open."""
-    with TransactionalProducer(ProducerConfig(bootstrap, tid)) as producer:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.produce(topic, pa.array([value]), partitions=partition)
-        producer.flush()
 
 
 def _fails(query: StreamingQuery, match: str) -> str:
@@ -221,7 +208,7 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     sink = kafka.create_topic(partitions=2, prefix="lout")
     expected = _input(bs, source)
     prefix = _prefix()
-    _leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, b"left-open")
+    leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, [b"left-open"])
     assert pinned_partitions(bs, sink, 2)
 
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
@@ -242,7 +229,7 @@ def test_second_live_query_on_the_prefix_is_reported_not_fenced(
     expected = _input(bs, source)
     prefix, other = _prefix(), str(uuid.uuid4())
     tid = f"{prefix}{other}-0"
-    _leave_open(bs, tid, sink, 0, b"other-query")
+    leave_open(bs, tid, sink, 0, [b"other-query"])
     described = open_transactions(bs, tid)[tid]
     stop = threading.Event()
 

@@ -18,9 +18,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
-from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
+from tests.support.txns import open_transactions
 
 T = TypeVar("T")
 
@@ -83,12 +82,6 @@ def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = HANG
             return got
         assert time.monotonic() < deadline, f"waited {timeout_s:g} s for {what}"
         time.sleep(0.1)
-
-
-def open_transactions(bootstrap: str, prefix: str) -> dict[str, OpenTransaction]:
-    """The open transactions under ``prefix`` by transactional id."""
-    with ClusterClient(bootstrap) as cluster:
-        return {t.transactional_id: t for t in find_open_transactions(cluster, prefix)}
 
 
 def holds_marker(bootstrap: str, tid: str) -> bool:

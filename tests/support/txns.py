@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 from confluent_kafka import Producer
 
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
 from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
+
+
+def open_transactions(bootstrap: str, prefix: str) -> dict[str, OpenTransaction]:
+    """The open transactions under ``prefix`` by transactional id."""
+    with ClusterClient(bootstrap) as cluster:
+        return {t.transactional_id: t for t in find_open_transactions(cluster, prefix)}
+
+
+def leave_open(
+    bootstrap: str, tid: str, topic: str, partition: int, values: Sequence[bytes]
+) -> None:
+    """Write ``values`` in a transaction of ``tid`` and leave it open, as a writer task
+    killed mid-write does: the producer's connection goes, the transaction stays."""
+    with TransactionalProducer(ProducerConfig(bootstrap, tid)) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce(topic, pa.array(values, pa.binary()), partitions=partition)
+        producer.flush()
 
 
 def tid() -> str:

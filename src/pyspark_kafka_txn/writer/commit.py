@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
@@ -256,24 +256,44 @@ def _markers_landed(
     the prefix as last listed.
     """
     ours = {transactional_id(prefix, query_id, p) for p in decided}
+
+    def completing(listed: list[OpenTransaction]) -> list[str]:
+        return [
+            t.transactional_id
+            for t in listed
+            if t.transactional_id in ours and t.state in COMPLETING_STATES
+        ]
+
+    return _until_none(cluster, prefix, completing, "commit markers of")
+
+
+def _until_none(
+    cluster: ClusterClient,
+    prefix: str,
+    pending: Callable[[list[OpenTransaction]], list[str]],
+    what: str,
+) -> list[OpenTransaction]:
+    """List the open transactions under ``prefix``, with backoff, until ``pending(listing)``
+    names none of them; return the last listing.
+
+    Gives up (logging ``what`` and the ids still pending) once the client's retry budget
+    is spent: the coordinators finish those transactions on their own.
+    """
     deadline = time.monotonic() + cluster.retry_timeout_s
     delay = _MARKER_POLL_MIN_S
     while True:
-        still_open = find_open_transactions(cluster, prefix)
-        completing = [
-            t.transactional_id
-            for t in still_open
-            if t.transactional_id in ours and t.state in COMPLETING_STATES
-        ]
-        if not completing:
-            return still_open
+        listed = find_open_transactions(cluster, prefix)
+        waiting = pending(listed)
+        if not waiting:
+            return listed
         if time.monotonic() > deadline:
             log.warning(
-                "commit markers of %s not written after %.0f s; their coordinators finish them",
-                completing,
+                "%s %s not ended after %.0f s; their coordinators finish them",
+                what,
+                waiting,
                 cluster.retry_timeout_s,
             )
-            return still_open
+            return listed
         time.sleep(delay)
         delay = min(delay * 2, _POLL_S)
 
@@ -365,14 +385,9 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
     """Abort this query's Ongoing transactions (tasks of the failed batch left them), then
     wait, within the client's retry budget, until none of the query's is still completing,
     so that when ``abort()`` returns nothing of the batch pins the LSO."""
-    deadline = time.monotonic() + cluster.retry_timeout_s
-    delay = _MARKER_POLL_MIN_S
-    while True:
-        ours = [
-            t
-            for t in find_open_transactions(cluster, prefix)
-            if query_of(prefix, t.transactional_id) == query_id
-        ]
+
+    def still_open(listed: list[OpenTransaction]) -> list[str]:
+        ours = [t for t in listed if query_of(prefix, t.transactional_id) == query_id]
         for txn in (t for t in ours if t.state == ONGOING):
             log.warning(
                 "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
@@ -389,18 +404,10 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
                     txn.transactional_id,
                     exc,
                 )
-                return
-        if not ours:
-            return
-        if time.monotonic() > deadline:
-            log.warning(
-                "%s still open after %.0f s; their coordinators finish them",
-                [t.transactional_id for t in ours],
-                cluster.retry_timeout_s,
-            )
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, _POLL_S)
+                return []  # nothing to wait for: it stays open until its timeout
+        return [t.transactional_id for t in ours]
+
+    _until_none(cluster, prefix, still_open, "transactions of the failed batch")
 
 
 def abort_lingering(

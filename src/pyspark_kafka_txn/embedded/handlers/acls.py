@@ -183,6 +183,16 @@ def _pattern(acl: AclBinding) -> tuple[int, str, int]:
     return (int(acl.resource_type), acl.resource_name, int(acl.pattern_type))
 
 
+def _entry(acl: AclBinding) -> dict[str, Any]:
+    """The fields every ACL entry of a response shares: who, from where, what, allowed or not."""
+    return {
+        "principal": acl.principal,
+        "host": acl.host,
+        "operation": int(acl.operation),
+        "permission_type": int(acl.permission),
+    }
+
+
 def _grouped(mod: Any, acls: list[AclBinding]) -> tuple[Any, ...]:
     return tuple(
         build(
@@ -190,16 +200,7 @@ def _grouped(mod: Any, acls: list[AclBinding]) -> tuple[Any, ...]:
             resource_type=rtype,
             resource_name=name,
             pattern_type=pattern,
-            acls=tuple(
-                build(
-                    mod.AclDescription,
-                    principal=acl.principal,
-                    host=acl.host,
-                    operation=int(acl.operation),
-                    permission_type=int(acl.permission),
-                )
-                for acl in group
-            ),
+            acls=tuple(build(mod.AclDescription, **_entry(acl)) for acl in group),
         )
         for (rtype, name, pattern), group in itertools.groupby(
             sorted(acls, key=_pattern), key=_pattern
@@ -245,10 +246,7 @@ def delete_acls(ctx: Context, req: Any) -> Any:
                         resource_type=int(acl.resource_type),
                         resource_name=acl.resource_name,
                         pattern_type=int(acl.pattern_type),
-                        principal=acl.principal,
-                        host=acl.host,
-                        operation=int(acl.operation),
-                        permission_type=int(acl.permission),
+                        **_entry(acl),
                     )
                     for acl in matched
                 ),

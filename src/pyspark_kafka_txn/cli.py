@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark_kafka_txn.wire import SECURITY_PROTOCOLS
+
 if TYPE_CHECKING:
     from pyspark_kafka_txn.client.metadata import ClusterClient
     from pyspark_kafka_txn.embedded import ListenerSecurity
@@ -443,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument(
         "--security-protocol",
-        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        choices=SECURITY_PROTOCOLS,
         default="PLAINTEXT",
         help="listener security (SASL mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
     )

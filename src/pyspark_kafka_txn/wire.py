@@ -5,9 +5,9 @@ embedded broker use: the API keys (of the requests the broker serves and the cli
 sends), FindCoordinator's key types, the isolation levels of Fetch and ListOffsets, the
 control record types of transaction markers, ListOffsets' special timestamps, the config
 resource types and operations of DescribeConfigs / AlterConfigs /
-IncrementalAlterConfigs, and the "no producer" values of record batches and the
-transaction coordinator. It imports nothing, so both ``client`` and ``embedded`` share it
-from below.
+IncrementalAlterConfigs, the "no producer" values of record batches and the
+transaction coordinator, and the ``security.protocol`` and SASL mechanism names. It
+imports nothing, so both ``client`` and ``embedded`` share it from below.
 
 kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
 its schema's name); every ``*`` API key here is named after that schema, upper-cased,
@@ -105,3 +105,13 @@ SUBTRACT: Final = 3
 
 NO_PRODUCER_ID: Final = -1
 NO_EPOCH: Final = -1
+
+# --- security.protocol (listeners and clients) ----------------------------------------
+
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The SASL mechanisms (``sasl.mechanism``) both sides implement.
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The protocols whose connections are wrapped in TLS.
+TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
+#: The protocols whose connections authenticate with SASL after ApiVersions.
+SASL_PROTOCOLS: Final = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})

@@ -24,6 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
+from pyspark_kafka_txn.wire import (
+    SASL_MECHANISMS,
+    SASL_PROTOCOLS,
+    SECURITY_PROTOCOLS,
+    TLS_PROTOCOLS,
+)
 
 __all__ = [
     "SECURITY_OPTIONS",
@@ -32,8 +38,6 @@ __all__ = [
     "check_store_types",
 ]
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _SCRAM_MIN_ITERATIONS = 4096
 _JAAS_PAIR = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -120,12 +124,12 @@ class SecurityConfig:
     password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.protocol not in _PROTOCOLS:
-            raise ConfigError(f"security.protocol must be one of {', '.join(_PROTOCOLS)}")
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}")
         if self.uses_sasl:
-            if self.sasl_mechanism not in _MECHANISMS:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
                 raise ConfigError(
-                    f"sasl.mechanism must be one of {', '.join(_MECHANISMS)}, "
+                    f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
                     f"got {self.sasl_mechanism!r}"
                 )
             if self.username is None or self.password is None:
@@ -137,12 +141,12 @@ class SecurityConfig:
     @property
     def uses_tls(self) -> bool:
         """Whether the socket is wrapped in TLS."""
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
         """Whether SASL authentication follows ApiVersions."""
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SecurityConfig:

@@ -23,10 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pyspark_kafka_txn.wire import (
+    SASL_MECHANISMS,
+    SASL_PROTOCOLS,
+    SECURITY_PROTOCOLS,
+    TLS_PROTOCOLS,
+)
+
 logger = logging.getLogger(__name__)
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_ITERATIONS = 4096
 ANONYMOUS = "User:ANONYMOUS"
 # X.500 attribute keywords of RFC 2253 (as Java's X500Principal writes them).
@@ -90,11 +95,11 @@ class ListenerSecurity:
 
     @property
     def uses_ssl(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The server-side TLS context, or None for plaintext listeners."""

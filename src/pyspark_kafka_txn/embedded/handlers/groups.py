@@ -84,12 +84,14 @@ def offset_commit(ctx: Context, req: Any) -> Any:
         if top is ErrorCode.group_id_not_found and ctx.version < 9:
             top = ErrorCode.illegal_generation  # pre-v9 clients know no GROUP_ID_NOT_FOUND
 
+    commit_offset = functools.partial(cluster.offsets.commit, group)
+
     def commit(topic: str, p: Any) -> ErrorCode:
         if topic not in allowed:
             return ErrorCode.topic_authorization_failed
         if top is not ErrorCode.none:
             return top
-        return apply_offset(ctx, topic, p, functools.partial(cluster.offsets.commit, group))
+        return apply_offset(ctx, topic, p, commit_offset)
 
     return commit_response(ctx, req, OFFSET_COMMIT, commit)
 

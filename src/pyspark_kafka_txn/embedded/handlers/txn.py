@@ -311,12 +311,13 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
                 transactional=True,
             )
 
+    stage_offset = functools.partial(cluster.offsets.stage, group, req.producer_id)
+
     def stage(topic: str, p: Any) -> ErrorCode:
         if top_error is not ErrorCode.none:
             return top_error
         if topic not in readable:
             return ErrorCode.topic_authorization_failed
-        stage_offset = functools.partial(cluster.offsets.stage, group, req.producer_id)
         return apply_offset(ctx, topic, p, stage_offset)
 
     return commit_response(ctx, req, TXN_OFFSET_COMMIT, stage)

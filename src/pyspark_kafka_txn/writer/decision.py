@@ -73,10 +73,11 @@ class Decision:
 
 
 def _encode(handles: Mapping[int, Handle]) -> str:
-    return ",".join(
-        f"{p}:{t.producer_id}:{t.producer_epoch}:{t.transaction_version}"
-        for p, t in ((h.partition, h.transaction) for _, h in sorted(handles.items()))
-    )
+    items = []
+    for _, h in sorted(handles.items()):
+        t = h.transaction
+        items.append(f"{h.partition}:{t.producer_id}:{t.producer_epoch}:{t.transaction_version}")
+    return ",".join(items)
 
 
 def _decode(text: str, prefix: str, query_id: str) -> dict[int, Handle]:

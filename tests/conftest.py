@@ -1,47 +1,115 @@
-"""Shared fixtures: one embedded cluster per test session (or an external cluster).
+"""Shared fixtures: the Kafka cluster every test session talks to.
 
-Set ``KAFKA_BOOTSTRAP_SERVERS`` to run the broker tests against a real cluster; tests
-that need the embedded cluster's fault injection or introspection then skip.
+``KAFKA_TXN_TARGET`` chooses it (the tests are the same):
+
+* ``embedded`` (default): one embedded cluster per test session;
+* ``apache``: one Apache Kafka cluster per test session, started from its published jars
+  (:mod:`tests.support.apache_kafka`; ``KAFKA_TXN_APACHE_VERSION``,
+  ``KAFKA_TXN_APACHE_NODES`` (1 or 3) and ``KAFKA_TXN_APACHE_TV`` (the
+  ``transaction.version`` to format with) choose which);
+* ``external``, or ``KAFKA_BOOTSTRAP_SERVERS`` set: a cluster somebody else runs.
+
+On Apache Kafka and external clusters only the tests that use the ``kafka`` fixture run, and
+of them not those marked ``embedded_only(reason)`` (they need the embedded cluster's fault
+injection or introspection); the others are deselected, never skipped, and the terminal
+summary counts them by reason.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Generator, Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.support.apache_kafka import ApacheKafka
+from tests.support.target import KafkaTarget
 
 EXTERNAL = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+TARGET = os.environ.get("KAFKA_TXN_TARGET") or ("external" if EXTERNAL else "embedded")
+assert TARGET in ("embedded", "apache", "external"), f"unknown KAFKA_TXN_TARGET={TARGET!r}"
 logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
 
+#: Fixtures through which a test talks to the session's target cluster.
+TARGET_FIXTURES = frozenset({"kafka"})
 
-@dataclass
-class KafkaTarget:
-    """The cluster a test talks to."""
 
-    bootstrap_servers: str
-    embedded: EmbeddedKafka | None
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "embedded_only(reason): needs the embedded cluster's fault injection or "
+        "introspection; deselected on Apache Kafka and external clusters",
+    )
 
-    def require_embedded(self) -> EmbeddedKafka:
-        if self.embedded is None:
-            pytest.skip("needs the embedded cluster (fault injection / introspection)")
-        return self.embedded
 
-    def create_topic(self, partitions: int = 1, prefix: str = "t", **config: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        if self.embedded is not None:
-            self.embedded.create_topic(name, partitions, config or None)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TARGET == "embedded":
+        return
+    keep: list[pytest.Item] = []
+    dropped: Counter[str] = Counter()
+    for item in items:
+        marker = item.get_closest_marker("embedded_only")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+            dropped[f"embedded only: {reason}"] += 1
+        elif not TARGET_FIXTURES & set(getattr(item, "fixturenames", ())):
+            dropped["does not use the session's cluster"] += 1
         else:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-            futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)])
-            futures[name].result(30)
-        return name
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    config.stash[_DESELECTED] = dropped
+
+
+_DESELECTED = pytest.StashKey[Counter[str]]()
+_RAN = pytest.StashKey[Counter[str]]()
+_APACHE = pytest.StashKey[ApacheKafka]()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if TARGET == "apache":
+        from tests.support.apache_kafka import default_version
+
+        nodes = os.environ.get("KAFKA_TXN_APACHE_NODES", "1")
+        tv = os.environ.get("KAFKA_TXN_APACHE_TV", "default")
+        return (
+            f"Kafka target: Apache Kafka {default_version()}, {nodes} node(s), "
+            f"transaction.version {tv}"
+        )
+    return f"Kafka target: {TARGET}" + (f" ({EXTERNAL})" if EXTERNAL else "")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call" and TARGET != "embedded":
+        ran = item.config.stash.setdefault(_RAN, Counter())
+        ran[report.outcome] += 1
+    if report.failed and TARGET == "apache" and _APACHE in item.config.stash:
+        item.config.stash[_APACHE].keep_logs = True
+    return report
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    if TARGET == "embedded":
+        return
+    ran = config.stash.get(_RAN, Counter())
+    label = pytest_report_header(config).removeprefix("Kafka target: ")
+    tr = terminalreporter
+    tr.section(f"against {label}")
+    tr.write_line("ran: " + ", ".join(f"{n} {k}" for k, n in sorted(ran.items())) or "ran: none")
+    for reason, n in sorted(config.stash.get(_DESELECTED, Counter()).items()):
+        tr.write_line(f"deselected, {reason}: {n}")
+    if _APACHE in config.stash and config.stash[_APACHE].keep_logs:
+        tr.write_line(f"broker logs of the failed run kept in {config.stash[_APACHE].workdir}")
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +123,29 @@ def embedded_kafka() -> Iterator[EmbeddedKafka]:
 
 
 @pytest.fixture(scope="session")
+def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
+    """The session's Apache Kafka cluster (its logs are kept when a test failed)."""
+    tv = os.environ.get("KAFKA_TXN_APACHE_TV")
+    cluster = ApacheKafka(
+        int(os.environ.get("KAFKA_TXN_APACHE_NODES", "1")),
+        transaction_version=int(tv) if tv else None,
+    )
+    request.config.stash[_APACHE] = cluster
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
 def kafka(request: pytest.FixtureRequest) -> KafkaTarget:
-    if EXTERNAL:
-        return KafkaTarget(EXTERNAL, None)
+    if TARGET == "external":
+        assert EXTERNAL, "KAFKA_TXN_TARGET=external needs KAFKA_BOOTSTRAP_SERVERS"
+        return KafkaTarget(EXTERNAL)
+    if TARGET == "apache":
+        apache: ApacheKafka = request.getfixturevalue("apache_kafka")
+        return KafkaTarget(apache.bootstrap_servers, apache=apache)
     embedded = request.getfixturevalue("embedded_kafka")
     return KafkaTarget(embedded.bootstrap_servers, embedded)
 
@@ -66,7 +154,7 @@ def kafka(request: pytest.FixtureRequest) -> KafkaTarget:
 def _no_broker_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail any test during which the embedded broker hit an internal error."""
     embedded = None
-    if not EXTERNAL and {"embedded_kafka", "kafka"} & set(request.fixturenames):
+    if TARGET == "embedded" and {"embedded_kafka", "kafka"} & set(request.fixturenames):
         embedded = request.getfixturevalue("embedded_kafka")
     yield
     if embedded is not None:

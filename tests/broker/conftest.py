@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.broker.java_client import JavaClient
-from tests.conftest import KafkaTarget
+from tests.support.target import KafkaTarget
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
 
 from tests.broker.java_client import JavaClient
-from tests.conftest import KafkaTarget
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
 
 TOPIC_OPS = {
     AclOperation.READ,

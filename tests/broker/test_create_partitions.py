@@ -20,8 +20,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all
+from tests.support.target import KafkaTarget
 
 
 def _partitions(admin: AdminClient, topic: str) -> int:

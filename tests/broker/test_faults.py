@@ -20,9 +20,11 @@ from kio.schema.offset_commit.v8 import request as offset_commit_v8
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.faults import FaultRule
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all, txn_producer
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
+
+pytestmark = pytest.mark.embedded_only("the embedded cluster's fault injection is under test")
 
 
 @pytest.fixture

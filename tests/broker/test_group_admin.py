@@ -23,8 +23,8 @@ from kio.schema.offset_delete.v0 import request as offset_delete_v0
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.java_client import JavaClient, JavaClientError
-from tests.conftest import KafkaTarget
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0
 

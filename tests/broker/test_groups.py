@@ -30,9 +30,9 @@ from pyspark_kafka_txn.wire import (
     OFFSET_COMMIT,
     SYNC_GROUP,
 )
-from tests.conftest import KafkaTarget
 from tests.support.clients import first_address
 from tests.support.protocol import RawClient, request_module
+from tests.support.target import KafkaTarget
 
 MS = datetime.timedelta(milliseconds=1)
 HANG_S = 60.0  # hang detector, never a timing assertion

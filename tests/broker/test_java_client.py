@@ -19,8 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.broker.java_client import JavaClient, JavaClientError
-from tests.conftest import KafkaTarget
 from tests.support.protocol import stable_offset_fetch_error
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -202,7 +202,6 @@ def test_second_producer_fences_first(kafka: KafkaTarget, java: JavaClient) -> N
 
 
 def test_transaction_timeout_aborts(kafka: KafkaTarget, java: JavaClient) -> None:
-    kafka.require_embedded()  # relies on its 200 ms abort-check interval
     topic = kafka.create_topic()
     tid = _tid()
     _producer(java, "slow", tid, "transaction.timeout.ms=1000")

@@ -14,9 +14,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import KafkaTarget
 from tests.support import aio_clients as aio
 from tests.support.clients import first_address, kcat_consume, kcat_path, kcat_run, txn_producer
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

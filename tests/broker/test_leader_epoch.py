@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
@@ -15,9 +16,9 @@ from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from pyspark_kafka_txn.embedded.cluster import Cluster
 from pyspark_kafka_txn.wire import OFFSET_FOR_LEADER_EPOCH
 from tests.broker.java_client import JavaClient
-from tests.conftest import KafkaTarget
 from tests.support.clients import first_address, txn_producer
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
 
 
 def _end_offsets(
@@ -56,6 +57,7 @@ def _epoch(cluster: Cluster, topic: str, partition: int) -> int:
     return log.leader_epoch
 
 
+@pytest.mark.embedded_only("moves a partition's leader to bump its epoch")
 def test_offset_for_leader_epoch_per_partition(kafka: KafkaTarget) -> None:
     embedded = kafka.require_embedded()
     topic = kafka.create_topic(partitions=2, prefix="epoch")

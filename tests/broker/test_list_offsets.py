@@ -16,9 +16,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
 from tests.broker.java_client import JavaClient
-from tests.conftest import KafkaTarget
 from tests.support.clients import txn_producer
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
 
 BASE_MS = 1_700_000_000_000
 

@@ -33,9 +33,9 @@ from kio.static.constants import EntityType
 
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
 from tests.broker.java_client import JavaClient, JavaClientError
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_messages, first_address
 from tests.support.protocol import raw_request
+from tests.support.target import KafkaTarget
 
 
 def _admin(kafka: KafkaTarget) -> AdminClient:

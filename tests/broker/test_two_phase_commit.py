@@ -31,7 +31,6 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient
-from tests.conftest import KafkaTarget
 from tests.support.clients import (
     consume_all,
     first_address,
@@ -41,6 +40,7 @@ from tests.support.clients import (
 )
 from tests.support.protocol import raw_request
 from tests.support.readback import prepare_in_subprocess
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

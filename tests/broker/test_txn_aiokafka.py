@@ -13,10 +13,10 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ProducerFenced
 
-from tests.conftest import KafkaTarget
 from tests.support import aio_clients as aio
 from tests.support.aio_clients import running, tid, txn_producer
 from tests.support.clients import consume_all as librdkafka_consume_all
+from tests.support.target import KafkaTarget
 
 
 def _values(records: list[aio.AioRecord]) -> list[bytes | None]:
@@ -157,7 +157,6 @@ async def _abandoned(bs: str, topic: str) -> None:
 
 
 def test_abandoned_transaction_is_aborted_at_timeout(kafka: KafkaTarget) -> None:
-    kafka.require_embedded()  # relies on the 200 ms abort sweep of the session cluster
     topic = kafka.create_topic()
     asyncio.run(_abandoned(kafka.bootstrap_servers, topic))
 

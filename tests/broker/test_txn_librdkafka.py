@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all, txn_producer, watermarks
 from tests.support.lso import HANG_S
 from tests.support.protocol import stable_offset_fetch_error
+from tests.support.target import KafkaTarget
 from tests.support.txns import interleaved
 
 
@@ -68,7 +68,6 @@ def test_second_producer_fences_first(kafka: KafkaTarget) -> None:
 
 
 def test_abandoned_transaction_is_aborted_at_timeout(kafka: KafkaTarget) -> None:
-    kafka.require_embedded()
     topic = kafka.create_topic()
     bs = kafka.bootstrap_servers
     abandoned = txn_producer(bs, _tid(), **{"transaction.timeout.ms": 1500})

@@ -20,8 +20,8 @@ from confluent_kafka import Producer
 from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
-from tests.conftest import KafkaTarget
 from tests.support.clients import txn_producer
+from tests.support.target import KafkaTarget
 
 
 def _value(n: int, src: str | None = None) -> bytes:

@@ -19,7 +19,7 @@ from pyspark_kafka_txn.client.admin import (
 from pyspark_kafka_txn.client.errors import BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
-from tests.conftest import KafkaTarget
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

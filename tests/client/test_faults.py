@@ -18,12 +18,14 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
 N = 400
+
+pytestmark = pytest.mark.embedded_only("injects chosen errors and lost answers into requests")
 
 
 @pytest.fixture

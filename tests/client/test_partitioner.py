@@ -9,8 +9,8 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from pyspark_kafka_txn.client.partitioner import partition_for
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all
+from tests.support.target import KafkaTarget
 
 PARTITIONS = 7
 

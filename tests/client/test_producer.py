@@ -27,13 +27,13 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.records import Compression
 from pyspark_kafka_txn.client.txn_state import TransactionState
-from tests.conftest import KafkaTarget
 from tests.support.readback import (
     prepare_in_subprocess,
     read_records,
     read_records_aiokafka,
     wait_for_values,
 )
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -280,7 +280,6 @@ def test_driver_ends_many_transactions_pipelined(kafka: KafkaTarget, tv: int) ->
 
 @pytest.mark.parametrize("tv", [1, 2])
 def test_commit_after_broker_timeout_fails_loudly(kafka: KafkaTarget, tv: int) -> None:
-    kafka.require_embedded()  # relies on the fixture's 200 ms abort interval
     topic = kafka.create_topic(partitions=1)
     bs = kafka.bootstrap_servers
     with TransactionalProducer(

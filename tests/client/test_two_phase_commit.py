@@ -27,8 +27,8 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.conftest import KafkaTarget
 from tests.support.readback import prepare_in_subprocess, read_records, wait_for_values
+from tests.support.target import KafkaTarget
 
 MAX_INT = 2**31 - 1
 OPTION = "transaction.two.phase.commit.enable"

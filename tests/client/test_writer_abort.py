@@ -26,9 +26,9 @@ from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.messages import FRESH
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.conftest import KafkaTarget
 from tests.support.lso import assert_nothing_open, pinned_partitions
 from tests.support.readback import read_records
+from tests.support.target import KafkaTarget
 from tests.support.txns import leave_open, open_transactions
 
 TIMEOUT_MS = 60_000

@@ -35,10 +35,10 @@ from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.conftest import KafkaTarget
 from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open
 from tests.support.readback import read_records
+from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 

@@ -26,9 +26,9 @@ from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
-from tests.conftest import KafkaTarget
 from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, tid
 
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -349,6 +349,7 @@ def test_poll_timeout_bounds_a_range_that_cannot_finish(
     assert 0.5 <= time.monotonic() - began < HANG_S
 
 
+@pytest.mark.embedded_only("fails chosen ListOffsets requests with a chosen error code")
 def test_fetch_offset_retries(kafka: KafkaTarget, five_per_partition: tuple[str, int]) -> None:
     topic, _ = five_per_partition
     bs = kafka.bootstrap_servers

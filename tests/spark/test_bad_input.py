@@ -103,9 +103,9 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
-from tests.conftest import KafkaTarget
 from tests.support.clients import consume_all, consume_messages, free_port
 from tests.support.lso import assert_nothing_open
+from tests.support.target import KafkaTarget
 
 #: A hang detector for every case (not a timing assertion).
 HANG_S = 120.0

@@ -8,8 +8,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from tests.conftest import KafkaTarget
 from tests.support.bad_options import CASES, SECRET, THROUGH_SPARK
+from tests.support.target import KafkaTarget
 
 
 @pytest.mark.parametrize("case", THROUGH_SPARK)

@@ -10,8 +10,8 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import is_remote
 
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows, to_df, values
+from tests.support.target import KafkaTarget
 from tests.support.txns import Interleaved, interleaved
 
 HANG_S = 60.0  # hang detector, never a timing assertion

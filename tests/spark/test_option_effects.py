@@ -9,9 +9,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.conftest import KafkaTarget
 from tests.support.clients import txn_producer
 from tests.support.lso import wait_lso_at_hwm
+from tests.support.target import KafkaTarget
 from tests.support.txns import tid
 
 #: A hang detector for the streaming query (not a timing assertion).

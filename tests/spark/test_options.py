@@ -27,8 +27,8 @@ from pyspark_kafka_txn.reader.common import KafkaInputPartition
 from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
-from tests.conftest import KafkaTarget
 from tests.support.bad_options import CASES, SECRET
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
@@ -345,7 +345,6 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     kafka: KafkaTarget, fail: bool
 ) -> None:
     bs = kafka.bootstrap_servers
-    embedded = kafka.require_embedded()
     prefix = f"disc{int(fail)}-{time.time_ns()}"
     first = kafka.create_topic(partitions=1, prefix=prefix)
     committed_batches(bs, first, [[(0, b"a")]])
@@ -370,7 +369,7 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     # The new topic's partitions are read from the beginning.
     parts = reader.partitions(start, end)
     assert parts == [KafkaInputPartition(second, 0, 0, 2), KafkaInputPartition(second, 1, 0, 2)]
-    embedded.delete_topic(first)
+    kafka.delete_topic(first)
     if fail:
         with pytest.raises(DataLossError, match=f"{first}-0"):
             reader.latestOffset(end, ReadAllAvailable())

@@ -18,9 +18,10 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.conftest import KafkaTarget
+from pyspark_kafka_txn.wire import LIST_OFFSETS
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.spark import Batches
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches
 
 
@@ -39,7 +40,6 @@ def test_restart_before_first_commit_reads_the_first_batch_exactly(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     bs = kafka.bootstrap_servers
-    embedded = kafka.require_embedded()
     topic = kafka.create_topic(partitions=1)
     committed_batches(bs, topic, [[(0, b"old")]])  # 0 old, 1 marker: latest is 2
     checkpoint = tmp_path / "ckpt"
@@ -47,11 +47,11 @@ def test_restart_before_first_commit_reads_the_first_batch_exactly(
     # The query's first two ListOffsets requests are initialOffset() (resolving "latest")
     # and the first latestOffset(). Holding each for 2 s lets the test write records
     # between them, so that the first micro-batch has data that "latest" did not include.
-    rule = embedded.delay_requests("ListOffsets", 2.0, count=2)
+    rule = kafka.delay(LIST_OFFSETS, 2.0, count=2)
     try:
         failing = (
             spark.readStream.format("kafka_txn")
-            .option("kafka.bootstrap.servers", bs)
+            .option("kafka.bootstrap.servers", kafka.fault_bootstrap_servers)
             .option("subscribe", topic)
             .option("startingOffsets", "latest")
             .load()
@@ -71,7 +71,7 @@ def test_restart_before_first_commit_reads_the_first_batch_exactly(
         with pytest.raises(StreamingQueryException, match="sink failure in batch 0"):
             failing.awaitTermination(120)
     finally:
-        embedded.clear_faults()
+        kafka.clear_faults()
 
     # Batch 0 is in the offset log, with its start recorded, but was never committed.
     assert _last_offset_entry(checkpoint, 0) == {topic: {"0": 5}, "@origin": {topic: {"0": 2}}}

@@ -11,9 +11,9 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows, to_df, values
 from tests.support.spark import Batches
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 
 

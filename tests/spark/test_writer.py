@@ -16,12 +16,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows, values
 from tests.spark.writer_kit import pipeline
 from tests.support.aio_clients import consume_all as aio_consume_all
 from tests.support.clients import kcat_consume, kcat_path
 from tests.support.lso import assert_nothing_open
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 
 

@@ -55,11 +55,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pyspark_kafka_txn.demo.child import local_spark_env
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import Row, reference_rows
 from tests.spark.speculation_job import ROWS as SPEC_ROWS
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
+from tests.support.target import KafkaTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_S = 240.0  # hang detector of every wait here, never a timing assertion

@@ -1,15 +1,17 @@
 """The driver killed (SIGKILL, JVM and Python) inside ``commit()``, and restarted.
 
-After the decision record: the first run's EndTxn requests are failed by the embedded
-broker (retriable COORDINATOR_LOAD_IN_PROGRESS, so the driver keeps retrying) until the
-decision record is in Kafka; then the whole query process group is killed. One recorded
+After the decision record: the first run's EndTxn requests never succeed (the embedded
+broker fails them with the retriable COORDINATOR_LOAD_IN_PROGRESS, so the driver keeps
+retrying; on Apache Kafka the proxies in front of the brokers hold them) until the decision
+record is in Kafka; then the whole query process group is killed, and what was held is
+dropped, never delivered. One recorded
 transaction is then committed by hand (as if that EndTxn had gone through before the
 crash). The restart uses a different number of Spark partitions, so the replayed batch
 puts rows elsewhere: the decision is rolled forward and the output holds every input
 record exactly once.
 
 Before the decision record: every task has prepared its transaction and the driver is
-recording its decision (its OffsetCommit requests are failed); the restart, with fewer
+recording its decision (its OffsetCommit requests never succeed); the restart, with fewer
 Spark partitions, aborts them all (the partition it no longer has included) and writes
 the batch again, exactly once.
 """
@@ -29,14 +31,15 @@ import pytest
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.demo.child import local_spark_env
+from pyspark_kafka_txn.wire import END_TXN, OFFSET_COMMIT
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import wait_until
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions
 
 T = TypeVar("T")
@@ -92,24 +95,23 @@ def _input(kafka: KafkaTarget, tag: str) -> tuple[str, str, Counter[bytes]]:
 def test_kill_after_decision_rolls_forward_with_other_partitioning(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    embedded = kafka.require_embedded()
     bs = kafka.bootstrap_servers
     source, sink, expected = _input(kafka, "c")
     prefix = f"crash-{uuid.uuid4().hex[:8]}-"
     checkpoint = str(tmp_path / "chk")
     log = tmp_path / "first.log"
 
-    rule = embedded.fail_requests("EndTxn", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
-    first = _start(log, bs, source, sink, checkpoint, prefix, "4")
+    stall = kafka.stall(END_TXN)
+    first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
     try:
         with ClusterClient(bs) as cluster:
             _, decision = _until(
                 first, log, "the decision record", lambda: _decided(cluster, prefix)
             )
+        _until(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
     finally:
         kill_everything(first)
-        embedded.clear_faults()
-    del rule
+        kafka.clear_faults()
     assert len(decision.handles) >= 2, decision
     # Nothing of the batch is visible yet: every transaction is still open.
     assert reference_rows(bs, sink, 3) == []
@@ -136,7 +138,6 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
 def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    embedded = kafka.require_embedded()
     bs = kafka.bootstrap_servers
     source, sink, expected = _input(kafka, "k")
     prefix = f"early-{uuid.uuid4().hex[:8]}-"
@@ -144,13 +145,13 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     log = tmp_path / "first.log"
 
     # The decision record is an OffsetCommit: nothing else of the query sends one.
-    rule = embedded.fail_requests("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", count=1_000_000)
-    first = _start(log, bs, source, sink, checkpoint, prefix, "4")
+    stall = kafka.stall(OFFSET_COMMIT)
+    first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
     try:
-        _until(first, log, "an attempt to record the decision", lambda: rule.hits > 0)
+        _until(first, log, "an attempt to record the decision", lambda: stall.hits > 0 or None)
     finally:
         kill_everything(first)
-        embedded.clear_faults()
+        kafka.clear_faults()
     with ClusterClient(bs) as cluster:
         open_now = find_open_transactions(cluster, prefix)
         queries = {query_of(prefix, t.transactional_id) for t in open_now}

@@ -27,7 +27,6 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
-from tests.conftest import KafkaTarget
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import (
     completes,
@@ -39,6 +38,7 @@ from tests.spark.writer_kit import (
     while_held,
 )
 from tests.support.lso import assert_nothing_open, pinned_partitions
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, leave_open, open_transactions
 
 
@@ -142,6 +142,7 @@ def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
     assert_nothing_open(bs, sink, 2)
 
 
+@pytest.mark.embedded_only("fails chosen requests with chosen error codes and loses chosen answers")
 def test_broker_faults_are_retried_without_loss_or_duplicates(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:

@@ -1,0 +1,672 @@
+"""A real Apache Kafka cluster for tests and benchmarks: one or three KRaft nodes.
+
+:class:`ApacheKafka` formats KRaft storage for ``nodes`` combined broker+controller nodes on
+free loopback ports, starts each as a JVM from the release's published jars
+(:mod:`tests.support.apache_kafka.jars`) and returns once the cluster itself says every
+broker is registered and unfenced and the transaction and group coordinators answer; it
+never sleeps for readiness. A node can be killed (SIGKILL), hung (SIGSTOP, then SIGCONT)
+and restarted on its own data. Each node logs to ``<workdir>/node-<id>/server.log``;
+:meth:`ApacheKafka.close` removes the work directory unless ``keep_logs`` was set (the test
+fixtures set it when a test failed, and print where the logs are).
+
+Variants (:class:`Security`): PLAINTEXT; SASL_PLAINTEXT with SCRAM-SHA-256/512 (and PLAIN)
+users, optionally behind Kafka's ``StandardAuthorizer`` with super users; SSL with client
+certificates required. ``transaction_version`` formats the cluster with that
+``transaction.version`` feature level (2 is the 4.x default; 1 is the pre-KIP-890 protocol;
+``None`` keeps the release's default). The JVMs are sized for a 2-core machine: a 512 MiB
+heap, the serial collector, the C1 compiler only, two network and two I/O threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.support.apache_kafka.jars import classpath, default_version, has_class
+from tests.support.apache_kafka.proxy import KafkaProxy, Rule
+
+log = logging.getLogger(__name__)
+
+#: How long a node may take to start (JVM start, log recovery, joining the quorum) before
+#: the launcher gives up; generous for a loaded 2-core machine.
+START_TIMEOUT_S = 120.0
+
+#: JVM options sized for a 2-core machine (tests; benchmarks may pass their own).
+JVM_OPTS: tuple[str, ...] = (
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:ActiveProcessorCount=2",
+    "-Djava.awt.headless=true",
+)
+
+#: Broker settings every cluster gets: small thread pools, internal topics that one node
+#: can host, quick transaction clean-up (the embedded test cluster aborts timed-out
+#: transactions every 200 ms), and no topic auto-creation (as the embedded cluster).
+BASE_CONFIG: dict[str, str] = {
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "background.threads": "2",
+    "num.replica.fetchers": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(8 << 20),
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.num.partitions": "10",
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "300",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+    "controlled.shutdown.enable": "true",
+    "log.segment.bytes": str(16 << 20),
+}
+
+#: Kafka's command-line tools: script name -> main classes by release (newest first).
+TOOLS: dict[str, tuple[str, ...]] = {
+    "kafka-acls": ("org.apache.kafka.tools.AclCommand", "kafka.admin.AclCommand"),
+    "kafka-transactions": ("org.apache.kafka.tools.TransactionsCommand",),
+    "kafka-topics": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
+    "kafka-configs": ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
+    "kafka-consumer-groups": (
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "kafka.admin.ConsumerGroupCommand",
+    ),
+    "kafka-reassign-partitions": (
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        "kafka.admin.ReassignPartitionsCommand",
+    ),
+    "kafka-leader-election": (
+        "org.apache.kafka.tools.LeaderElectionCommand",
+        "kafka.admin.LeaderElectionCommand",
+    ),
+    "kafka-metadata-quorum": ("org.apache.kafka.tools.MetadataQuorumCommand",),
+    "kafka-features": ("org.apache.kafka.tools.FeatureCommand",),
+    "kafka-console-consumer": (
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "kafka.tools.ConsoleConsumer",
+    ),
+    "kafka-storage": ("kafka.tools.StorageTool",),
+}
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+class KafkaLaunchError(RuntimeError):
+    """A node did not start or the cluster did not become ready; the message names the
+    node and ends with the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Security:
+    """How clients reach the brokers.
+
+    Parameters
+    ----------
+    protocol
+        ``PLAINTEXT``, ``SASL_PLAINTEXT`` or ``SSL`` (the client listener; the controller
+        listener is always PLAINTEXT on loopback).
+    users
+        SASL users and passwords (SCRAM credentials are created at format time; PLAIN
+        users are listed in the broker's JAAS config). The first user is the brokers' own.
+    mechanisms
+        The SASL mechanisms the brokers accept; the first is the inter-broker one.
+    authorizer
+        Run Kafka's ``StandardAuthorizer`` (no ACL means no access).
+    super_users
+        Principals allowed everything (``User:<name>``); the brokers' principal is added.
+    tls_dir
+        For SSL: a directory of :func:`tests.support.tls.tls_files` (``ca.pem``,
+        ``server.pem``); clients must present a certificate signed by the CA.
+    """
+
+    protocol: str = "PLAINTEXT"
+    users: Mapping[str, str] = field(default_factory=dict)
+    mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ()
+    tls_dir: Path | None = None
+
+    @property
+    def listener(self) -> str:
+        return self.protocol
+
+    def broker_user(self) -> tuple[str, str]:
+        name = next(iter(self.users))
+        return name, self.users[name]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on at the moment of asking (loopback)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _jaas(module: str, user: str, password: str, extra: str = "") -> str:
+    return f'{module} required username="{user}" password="{password}"{extra};'
+
+
+@dataclass
+class Node:
+    """One combined broker+controller JVM."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    home: Path
+    #: The broker's PROXIED listener, and the port of the proxy in front of it.
+    proxied_port: int = 0
+    proxy_port: int = 0
+    proxy: KafkaProxy | None = None
+    process: subprocess.Popen[bytes] | None = None
+    #: Set while the node is down on purpose (killed, stopped): not a launch failure.
+    expected_down: bool = False
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "server.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = ""
+        for f in (self.home / "stdout.log", self.log_file):
+            if f.exists():
+                text += "".join(f.read_text(errors="replace").splitlines(True)[-lines:])
+        return text
+
+
+class ApacheKafka:
+    """A KRaft cluster of Apache Kafka ``version`` with ``nodes`` combined nodes.
+
+    Parameters
+    ----------
+    nodes
+        1 or 3 (every node is a broker and a controller voter).
+    version
+        The Kafka release (default: :func:`~tests.support.apache_kafka.jars.default_version`).
+    security
+        The client listener's protocol, users and authorizer.
+    transaction_version
+        The ``transaction.version`` feature level to format with (``None``: the default).
+    config
+        Broker settings on top of :data:`BASE_CONFIG`.
+    jvm_opts
+        The JVM options of each node (default :data:`JVM_OPTS`).
+    workdir
+        Where the nodes keep data and logs (default: a new temporary directory).
+    """
+
+    def __init__(
+        self,
+        nodes: int = 1,
+        *,
+        version: str | None = None,
+        security: Security | None = None,
+        transaction_version: int | None = None,
+        config: Mapping[str, str] | None = None,
+        jvm_opts: Sequence[str] = JVM_OPTS,
+        workdir: Path | None = None,
+    ) -> None:
+        if nodes not in (1, 3):
+            raise ValueError(f"nodes must be 1 or 3, not {nodes}")
+        self.version = version or default_version()
+        self.security = security or Security()
+        self.transaction_version = transaction_version
+        self.extra_config = dict(config or {})
+        self.jvm_opts = tuple(jvm_opts)
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="apache-kafka-"))
+        self.cluster_id = ""
+        self.keep_logs = False
+        replication = str(min(nodes, 3))
+        self._internal = {
+            "offsets.topic.replication.factor": replication,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": "2" if nodes == 3 else "1",
+            "default.replication.factor": replication,
+            "min.insync.replicas": "2" if nodes == 3 else "1",
+        }
+        self.nodes = [
+            Node(
+                i,
+                free_port(),
+                free_port(),
+                self.workdir / f"node-{i}",
+                proxied_port=free_port(),
+                proxy_port=free_port(),
+            )
+            for i in range(1, nodes + 1)
+        ]
+
+    # -- addresses and client settings -------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
+    def proxied_bootstrap_servers(self) -> str:
+        """Bootstrap through the proxies: this client's requests can be held or delayed
+        (:meth:`hold`, :meth:`delay`)."""
+        return ",".join(f"127.0.0.1:{n.proxy_port}" for n in self.nodes)
+
+    def hold(self, api_key: int, count: int | None = None) -> list[Rule]:
+        """Hold back requests of ``api_key`` sent through the proxies, until :meth:`clear`."""
+        return [self._proxy(n).hold(api_key, count) for n in self.nodes]
+
+    def delay(self, api_key: int, seconds: float, count: int | None = None) -> list[Rule]:
+        """Delay requests of ``api_key`` sent through the proxies (``count`` per node)."""
+        return [self._proxy(n).delay(api_key, seconds, count) for n in self.nodes]
+
+    def clear(self) -> None:
+        """Lift every proxy rule; held requests are dropped with their connections."""
+        for node in self.nodes:
+            if node.proxy is not None:
+                node.proxy.clear()
+
+    @staticmethod
+    def _proxy(node: Node) -> KafkaProxy:
+        assert node.proxy is not None, "the cluster is not started"
+        return node.proxy
+
+    def node(self, node_id: int) -> Node:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def client_config(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka settings of a client of this cluster (``user``: a SASL user)."""
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        sec = self.security
+        if sec.protocol.startswith("SASL"):
+            name = user or next(iter(sec.users))
+            conf |= {
+                "security.protocol": sec.protocol,
+                "sasl.mechanism": sec.mechanisms[0],
+                "sasl.username": name,
+                "sasl.password": sec.users[name],
+            }
+        elif sec.protocol == "SSL":
+            assert sec.tls_dir is not None
+            conf |= {
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(sec.tls_dir / "ca.pem"),
+                "ssl.certificate.location": str(sec.tls_dir / "client.pem"),
+                "ssl.key.location": str(sec.tls_dir / "client.pem"),
+            }
+        return conf
+
+    def admin_properties(self, user: str | None = None) -> Path:
+        """A Java client properties file (``--command-config`` of Kafka's tools)."""
+        sec = self.security
+        lines = [f"security.protocol={sec.protocol}"]
+        if sec.protocol.startswith("SASL"):
+            name = user or next(iter(sec.users))
+            mech = sec.mechanisms[0]
+            module = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule"
+                if mech == "PLAIN"
+                else "org.apache.kafka.common.security.scram.ScramLoginModule"
+            )
+            lines += [
+                f"sasl.mechanism={mech}",
+                "sasl.jaas.config=" + _jaas(module, name, sec.users[name]),
+            ]
+        elif sec.protocol == "SSL":
+            assert sec.tls_dir is not None
+            lines += self._java_tls("client")
+        path = self.workdir / f"client-{user or 'default'}.properties"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    # -- configuration ------------------------------------------------------------------
+
+    def _java_tls(self, role: str) -> list[str]:
+        sec = self.security
+        assert sec.tls_dir is not None
+        return [
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={_pkcs8(sec.tls_dir / f'{role}.pem', self.workdir)}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={sec.tls_dir / 'ca.pem'}",
+            "ssl.endpoint.identification.algorithm=",
+        ]
+
+    def _server_properties(self, node: Node) -> str:
+        sec = self.security
+        listener = sec.listener
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"{listener}://127.0.0.1:{node.port},"
+            f"PROXIED://127.0.0.1:{node.proxied_port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"{listener}://127.0.0.1:{node.port},"
+            f"PROXIED://127.0.0.1:{node.proxy_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": listener,
+            "listener.security.protocol.map": f"{listener}:{sec.protocol},"
+            f"PROXIED:{sec.protocol},CONTROLLER:PLAINTEXT",
+            "log.dirs": str(node.data_dir),
+            **BASE_CONFIG,
+            **self._internal,
+        }
+        for name in (listener, "PROXIED"):
+            props |= self._listener_security(name.lower())
+        if sec.authorizer:
+            props["authorizer.class.name"] = (
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            )
+            # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
+            supers = ["User:ANONYMOUS", *sec.super_users]
+            if sec.protocol.startswith("SASL"):
+                supers.append(f"User:{sec.broker_user()[0]}")
+            props["super.users"] = ";".join(dict.fromkeys(supers))
+            props["allow.everyone.if.no.acl.found"] = "false"
+        props.update(self.extra_config)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _listener_security(self, name: str) -> dict[str, str]:
+        sec = self.security
+        prefix = f"listener.name.{name}"
+        props: dict[str, str] = {}
+        if sec.protocol.startswith("SASL"):
+            user, password = sec.broker_user()
+            props["sasl.enabled.mechanisms"] = ",".join(sec.mechanisms)
+            props["sasl.mechanism.inter.broker.protocol"] = sec.mechanisms[0]
+            for mech in sec.mechanisms:
+                if mech == "PLAIN":
+                    users = "".join(f' user_{u}="{p}"' for u, p in sec.users.items())
+                    module = "org.apache.kafka.common.security.plain.PlainLoginModule"
+                    props[f"{prefix}.plain.sasl.jaas.config"] = _jaas(module, user, password, users)
+                else:
+                    module = "org.apache.kafka.common.security.scram.ScramLoginModule"
+                    props[f"{prefix}.{mech.lower()}.sasl.jaas.config"] = _jaas(
+                        module, user, password
+                    )
+        elif sec.protocol == "SSL":
+            for line in self._java_tls("server"):
+                key, _, value = line.partition("=")
+                props[f"{prefix}.{key}"] = value
+            props[f"{prefix}.ssl.client.auth"] = "required"
+        return props
+
+    # -- processes ----------------------------------------------------------------------
+
+    def java(self, main: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        """Run a class of the release's jars to completion (a tool, the storage format)."""
+        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath(self.version)]
+        cmd += [f"-Dlog4j2.configurationFile={self._tool_log4j()}", main, *args]
+        kw.setdefault("timeout", START_TIMEOUT_S)
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
+
+    def tool(
+        self, script: str, *args: str, user: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one of Kafka's command-line tools (``kafka-acls``, ``kafka-transactions``, ...)
+        against this cluster, as ``user`` on a secured cluster."""
+        main = next((c for c in TOOLS[script] if has_class(self.version, c)), None)
+        if main is None:
+            raise KafkaLaunchError(f"Kafka {self.version} has no {script} tool")
+        conf = ["--command-config", str(self.admin_properties(user))]
+        if script == "kafka-console-consumer":
+            conf = ["--consumer.config", conf[1]]
+        return self.java(main, "--bootstrap-server", self.bootstrap_servers, *conf, *args)
+
+    def _tool_log4j(self) -> Path:
+        path = self.workdir / "tools-log4j2.properties"
+        if not path.exists():
+            path.write_text("status = warn\nrootLogger.level = WARN\n")
+        return path
+
+    def _format(self) -> None:
+        self.cluster_id = self.java("kafka.tools.StorageTool", "random-uuid").stdout.strip()
+        for node in self.nodes:
+            node.home.mkdir(parents=True, exist_ok=True)
+            (node.home / "server.properties").write_text(self._server_properties(node))
+            (node.home / "log4j2.properties").write_text(LOG4J2.format(log=node.log_file))
+            args = ["format", "-t", self.cluster_id, "-c", str(node.home / "server.properties")]
+            for mech in (
+                self.security.mechanisms if self.security.protocol.startswith("SASL") else ()
+            ):
+                if mech.startswith("SCRAM"):
+                    for user, password in self.security.users.items():
+                        args += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+            if self.transaction_version is not None:
+                args += ["--feature", f"transaction.version={self.transaction_version}"]
+            done = self.java("kafka.tools.StorageTool", *args)
+            if done.returncode != 0:
+                raise KafkaLaunchError(
+                    f"formatting node {node.node_id} failed:\n{done.stdout}{done.stderr}"
+                )
+
+    def _spawn(self, node: Node) -> None:
+        cmd = [
+            "java",
+            *self.jvm_opts,
+            f"-Dlog4j2.configurationFile={node.home / 'log4j2.properties'}",
+            "-cp",
+            classpath(self.version),
+            "kafka.Kafka",
+            str(node.home / "server.properties"),
+        ]
+        with (node.home / "stdout.log").open("ab") as out:
+            node.process = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def start(self) -> ApacheKafka:
+        """Format, start every node and wait until the cluster is ready."""
+        classpath(self.version)  # fetch before timing anything
+        self._format()
+        for node in self.nodes:
+            node.proxy = KafkaProxy(node.proxy_port, ("127.0.0.1", node.proxied_port))
+            self._spawn(node)
+        self.wait_ready()
+        self._wait_coordinators()
+        log.info(
+            "Apache Kafka %s up: %d node(s) at %s (%s)",
+            self.version,
+            len(self.nodes),
+            self.bootstrap_servers,
+            self.workdir,
+        )
+        return self
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Return once every live node is a registered, unfenced broker (asked of the
+        cluster with Metadata) and the group and transaction coordinators answer."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        want = {n.node_id for n in self.nodes if n.alive}
+        conf = {**self.client_config(), "log_level": 0}
+        conf["bootstrap.servers"] = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes if n.alive)
+        admin = AdminClient(conf)
+        last: object = None
+        while True:
+            self._check_alive()
+            try:
+                md = admin.list_topics(timeout=5)
+                brokers = set(md.brokers)
+                if want <= brokers:
+                    return
+                last = f"brokers in metadata: {sorted(brokers)}, waiting for {sorted(want)}"
+            except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                last = exc
+            if time.monotonic() > deadline:
+                raise KafkaLaunchError(
+                    f"cluster not ready after {timeout_s:.0f} s ({last}):\n"
+                    + "\n".join(n.log_tail(20) for n in self.nodes)
+                )
+            time.sleep(0.2)
+
+    def _wait_coordinators(self) -> None:
+        # A transactional producer's first InitProducerId creates __transaction_state and
+        # waits for its coordinator; a group's offset fetch does the same for
+        # __consumer_offsets (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until the
+        # coordinator has loaded: asked again). Done once here, so no test pays for it.
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+        conf = {**self.client_config(), "log_level": 0}
+        producer = Producer({**conf, "transactional.id": "apache-kafka-launcher-ready"})
+        producer.init_transactions(START_TIMEOUT_S)
+        consumer = Consumer({**conf, "group.id": "apache-kafka-launcher-ready"})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            while True:
+                try:
+                    consumer.committed([TopicPartition("__consumer_offsets", 0)], timeout=10)
+                    return
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            consumer.close()
+
+    def _check_alive(self) -> None:
+        for node in self.nodes:
+            exited = node.process is not None and node.process.poll() is not None
+            if exited and not node.expected_down:
+                assert node.process is not None
+                raise KafkaLaunchError(
+                    f"node {node.node_id} exited with {node.process.returncode}:\n"
+                    + node.log_tail()
+                )
+
+    # -- faults -------------------------------------------------------------------------
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL a node (no controlled shutdown, no flush)."""
+        node = self.node(node_id)
+        assert node.process is not None and node.alive, f"node {node_id} is not running"
+        node.expected_down = True
+        node.process.kill()
+        node.process.wait()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP a node: it keeps its sockets open and answers nothing (a hung broker)."""
+        node = self.node(node_id)
+        assert node.process is not None and node.alive
+        os.kill(node.process.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a node stopped by :meth:`pause`."""
+        node = self.node(node_id)
+        assert node.process is not None
+        os.kill(node.process.pid, signal.SIGCONT)
+
+    def stop_node(self, node_id: int, timeout_s: float = 60.0) -> None:
+        """Stop a node cleanly (SIGTERM: controlled shutdown)."""
+        node = self.node(node_id)
+        if not node.alive:
+            return
+        assert node.process is not None
+        node.expected_down = True
+        node.process.terminate()
+        try:
+            node.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            node.process.kill()
+            node.process.wait()
+
+    def restart(self, node_id: int, *, wait: bool = True) -> None:
+        """Start a stopped or killed node again on its data (same ports, same id)."""
+        node = self.node(node_id)
+        if node.alive:
+            self.stop_node(node_id)
+        node.expected_down = False
+        self._spawn(node)
+        if wait:
+            self.wait_ready()
+
+    def close(self) -> None:
+        """Stop every node (a paused one is resumed first) and remove the work directory
+        unless :attr:`keep_logs` is set."""
+        for node in self.nodes:
+            if node.process is None or node.process.poll() is not None:
+                continue
+            node.expected_down = True
+            os.kill(node.process.pid, signal.SIGCONT)
+            node.process.terminate()
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(30)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        for node in self.nodes:
+            if node.proxy is not None:
+                node.proxy.close()
+        if self.keep_logs:
+            log.warning("Apache Kafka logs kept in %s", self.workdir)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ApacheKafka:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self.keep_logs = True
+        self.close()
+
+
+def _pkcs8(pem: Path, workdir: Path) -> Path:
+    """``pem`` (a private key and its certificate chain) with the key as PKCS#8, the only
+    unencrypted form Kafka's PEM key stores read."""
+    from cryptography.hazmat.primitives import serialization
+
+    out = workdir / f"pkcs8-{pem.name}"
+    if out.exists():
+        return out
+    text = pem.read_bytes()
+    key = serialization.load_pem_private_key(text, password=None)
+    certs = [
+        b"-----BEGIN CERTIFICATE-----" + c for c in text.split(b"-----BEGIN CERTIFICATE-----")[1:]
+    ]
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    out.write_bytes(pkcs8 + b"".join(certs))
+    return out

@@ -208,29 +208,30 @@ def test_offsets_for_timestamps(kafka: KafkaTarget, kcat: str) -> None:
                 topic, value=f"v{i}".encode(), partition=partition, timestamp=t0 + i * 1000
             )
     plain.flush(10)
-    # Partition 4: a committed record at t0, then an open transaction's record at t0+3000.
+    # Partition 4: a committed record at t0, its COMMIT marker (a record too, stamped with
+    # the broker's clock: now, long after t0), then an open transaction's record a minute
+    # ahead of now.
     producer = txn_producer(bs, aio.tid())
     producer.begin_transaction()
     producer.produce(topic, value=b"c", partition=4, timestamp=t0)
     producer.commit_transaction(10)
+    now_ms = int(time.time() * 1000)
     producer.begin_transaction()
-    producer.produce(topic, value=b"open", partition=4, timestamp=t0 + 3000)
+    producer.produce(topic, value=b"open", partition=4, timestamp=now_ms + 60_000)
     producer.flush(10)
 
     queries = {0: t0 - 1, 1: t0 + 1000, 2: t0 + 1500, 3: t0 + 5000, 4: t0 + 2500}
     # Before the first record -> 0; exact hit; between records -> the next one; after the
-    # last -> -1 (no such record).
-    expected = {0: 0, 1: 1, 2: 2, 3: -1}
-    # The open transaction's record (offset 2, after the COMMIT marker at 1) is beyond
-    # the LSO for read_committed but visible below the high watermark otherwise.
-    assert _list_offsets(kcat, bs, topic, queries, "read_uncommitted") == {
-        **expected,
-        4: 2,
-    }
-    assert _list_offsets(kcat, bs, topic, queries, "read_committed") == {
-        **expected,
-        4: -1,
-    }
+    # last -> -1 (no such record). Partition 4: the COMMIT marker (offset 1) is the first
+    # record at or after t0+2500, for either isolation level (as Kafka answers).
+    expected = {0: 0, 1: 1, 2: 2, 3: -1, 4: 1}
+    assert _list_offsets(kcat, bs, topic, queries, "read_uncommitted") == expected
+    assert _list_offsets(kcat, bs, topic, queries, "read_committed") == expected
+    # The open transaction's record (offset 2) is beyond the LSO for read_committed but
+    # visible below the high watermark otherwise.
+    ahead = {4: now_ms + 30_000}
+    assert _list_offsets(kcat, bs, topic, ahead, "read_uncommitted") == {4: 2}
+    assert _list_offsets(kcat, bs, topic, ahead, "read_committed") == {4: -1}
     producer.abort_transaction(10)
 
 

@@ -3,11 +3,14 @@
 The answer is the record with the largest timestamp — not the last offset of its batch —
 the first one on a tie, and nothing (-1) when that record is beyond what the isolation
 level may read. Asked through confluent-kafka's AdminClient (librdkafka) and through a raw
-ListOffsets v7 request. Also: a partition asked twice in one request is INVALID_REQUEST.
+ListOffsets v7 request. Transaction markers are records too: stamped when written, they
+often have the largest timestamp. Also: a partition asked twice in one request is
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
@@ -46,7 +49,9 @@ def _admin_max(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
     return info.offset, info.timestamp
 
 
-def _raw_max(bootstrap: str, topic: str, isolation: int) -> tuple[int, int]:
+def _raw_max(bootstrap: str, topic: str, isolation: int, timestamp: int = -3) -> tuple[int, int]:
+    """A raw ListOffsets v7 for partition 0 of ``topic``: ``(offset, timestamp)`` of the
+    record it answers for ``timestamp`` (MAX_TIMESTAMP unless told)."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     answer = raw_request(
         (host, int(port)),
@@ -62,7 +67,7 @@ def _raw_max(bootstrap: str, topic: str, isolation: int) -> tuple[int, int]:
                         list_offsets_v7.ListOffsetsPartition(
                             partition_index=list_offsets_v7.i32(0),
                             current_leader_epoch=list_offsets_v7.i32(-1),
-                            timestamp=list_offsets_v7.i64(-3),
+                            timestamp=list_offsets_v7.i64(timestamp),
                         ),
                     ),
                 ),
@@ -97,6 +102,7 @@ def test_max_timestamp_beyond_the_lso_is_not_answered_to_read_committed(
     producer.begin_transaction()
     producer.produce(topic, value=b"open", partition=0, timestamp=BASE_MS + 900)
     assert producer.flush(30) == 0
+    before_ms = int(time.time() * 1000)
     try:
         # read_uncommitted sees the open transaction's record; read_committed gets -1: the
         # largest timestamp of the log is beyond its LSO (Kafka does not fall back).
@@ -105,8 +111,18 @@ def test_max_timestamp_beyond_the_lso_is_not_answered_to_read_committed(
         assert _admin_max(bs, topic, "committed") == (-1, -1)
     finally:
         producer.abort_transaction(30)
-    # Aborted, its record still has the largest timestamp and is below the LSO now.
-    assert _raw_max(bs, topic, 1) == (2, BASE_MS + 900)
+    # The ABORT marker (offset 3) is a record too, stamped with the broker's clock when it
+    # is written: far later than BASE_MS, it now has the largest timestamp, below the LSO
+    # once written (Kafka writes markers after EndTxn's answer: wait for the LSO).
+    deadline = time.monotonic() + 30
+    while _raw_max(bs, topic, 1, timestamp=-1)[0] != 4:
+        assert time.monotonic() < deadline, "the ABORT marker was not written in 30 s"
+        time.sleep(0.05)
+    offset, marker_ms = _raw_max(bs, topic, 1)
+    assert offset == 3
+    assert before_ms <= marker_ms <= time.time() * 1000
+    assert _raw_max(bs, topic, 0) == (3, marker_ms)
+    assert _admin_max(bs, topic, "committed") == (3, marker_ms)
 
 
 def test_max_timestamp_through_the_java_admin(kafka: KafkaTarget, java: JavaClient) -> None:

@@ -172,6 +172,18 @@ def test_timestamps_and_delete_records() -> None:
     assert info.value.code is ErrorCode.offset_out_of_range
 
 
+def test_transaction_markers_count_in_timestamp_lookups() -> None:
+    # As Kafka: a marker is a record stamped when it is written, found by both lookups.
+    log = PartitionLog("t", 0)
+    append(log, batch([b"t"], producer_id=1, epoch=0, base_sequence=0, transactional=True))
+    append(log, batch([b"p"], timestamp=1000))
+    assert log.max_timestamp_offset(READ_COMMITTED) == (-1, -1)  # offset 0 is beyond the LSO
+    log.append_marker(1, 0, commit=True, coordinator_epoch=0, now_ms=NOW + 5)
+    assert log.max_timestamp_offset(READ_COMMITTED) == (2, NOW + 5)
+    assert log.offset_for_timestamp(NOW + 1, READ_UNCOMMITTED) == (2, NOW + 5)
+    assert log.offset_for_timestamp(NOW + 6, READ_UNCOMMITTED) == (-1, -1)
+
+
 def test_log_append_time_topic_rewrites_timestamps() -> None:
     log = PartitionLog("t", 0, log_append_time=True)
     data = batch([b"a"], timestamp=5)

@@ -454,10 +454,14 @@ class PartitionLog:
         return ReadResult(records, hw, lso, start, aborted)
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int]:
-        """First record with timestamp >= ``timestamp``: ``(offset, ts)`` or ``(-1, -1)``."""
+        """First record with timestamp >= ``timestamp``: ``(offset, ts)`` or ``(-1, -1)``.
+
+        Control records (transaction markers) count, as in Kafka: a marker stamped at or
+        after ``timestamp`` can be the answer.
+        """
         bound = self.bound(isolation_level)
         for index, entry in enumerate(self.entries):
-            if entry.last_offset < self.log_start_offset or entry.is_control:
+            if entry.last_offset < self.log_start_offset:
                 continue
             if entry.max_timestamp < timestamp:
                 continue
@@ -476,11 +480,12 @@ class PartitionLog:
         As Kafka since KAFKA-16310: the record itself, not the last offset of its batch;
         the first one on a tie; searched in the whole log, then returned only if below the
         isolation level's bound (``(-1, -1)`` otherwise, or for an empty log). Control
-        batches do not count.
+        batches count as Kafka counts them: a transaction marker, stamped with the time it
+        was written, is often the record with the largest timestamp.
         """
         best_ts, best_index = -1, -1
         for index, entry in enumerate(self.entries):
-            if entry.is_control or entry.last_offset < self.log_start_offset:
+            if entry.last_offset < self.log_start_offset:
                 continue
             if entry.max_timestamp > best_ts:
                 best_ts, best_index = entry.max_timestamp, index

@@ -372,10 +372,16 @@ def list_offsets(ctx: Context, req: Any) -> Any:
     Behaviour: EARLIEST (-2) = log start; LATEST (-1) = LSO for read_committed, high
     watermark otherwise (v1 is read_uncommitted); MAX_TIMESTAMP (-3, v7+); EARLIEST_LOCAL
     (-4, v8+) = log start; a timestamp gives the first record at or after it below the
-    isolation bound, else -1/-1; a partition asked twice in the request (in one topic entry
-    or two) gets INVALID_REQUEST; not-leader and unknown partitions as Kafka; a topic
-    without DESCRIBE: TOPIC_AUTHORIZATION_FAILED.
+    isolation bound, else -1/-1; not-leader and unknown partitions as Kafka.
+
+    The answer is shaped as Kafka 4.4 shapes it (measured): one topic entry per topic
+    name, however many entries of it the request has, and one result per distinct
+    partition; a partition asked more than once (in one entry or two) gets a single
+    INVALID_REQUEST. A topic without DESCRIBE gets its request entries back, after the
+    others, every partition TOPIC_AUTHORIZATION_FAILED. Kafka's order of topics and
+    partitions is a hash map's; here it is the order of first appearance.
     """
+    mod = response_module(LIST_OFFSETS, ctx.version)
     isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     requested = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
 
@@ -402,7 +408,34 @@ def list_offsets(ctx: Context, req: Any) -> Any:
         epoch = log.leader_epoch if log and offset >= 0 else -1
         return {"error_code": code, "timestamp": ts, "offset": offset, "leader_epoch": epoch}
 
-    return _list_offsets_response(ctx, req, offsets)
+    answered: dict[str, dict[int, Any]] = {}
+    refused = []
+    for topic in req.topics:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            refused.append(topic)
+            continue
+        results = answered.setdefault(topic.name, {})
+        for part in topic.partitions:
+            if part.partition_index not in results:
+                results[part.partition_index] = build(
+                    mod.ListOffsetsPartitionResponse,
+                    partition_index=part.partition_index,
+                    **offsets(topic.name, part),
+                )
+    topics = tuple(
+        build(mod.ListOffsetsTopicResponse, name=name, partitions=tuple(results.values()))
+        for name, results in answered.items()
+    )
+    denied = {
+        "error_code": ErrorCode.topic_authorization_failed,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+    }
+    topics += partition_entries(
+        refused, mod.ListOffsetsTopicResponse, mod.ListOffsetsPartitionResponse, lambda *_: denied
+    )
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def _list_offsets_response(

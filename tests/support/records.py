@@ -41,8 +41,10 @@ def compress(codec: int, raw: bytes) -> bytes:
         return gzip.compress(raw)
     if codec == 2:
         return bytes(cramjam.snappy.compress_raw(raw))
-    if codec == 3:
-        return bytes(cramjam.lz4.compress(raw))
+    if codec == 3:  # independent blocks: Kafka refuses linked ones
+        lz4 = cramjam.lz4.Compressor(block_linked=False)
+        lz4.compress(raw)
+        return bytes(lz4.finish())
     if codec == 4:
         return bytes(cramjam.zstd.compress(raw))
     return raw

@@ -12,6 +12,7 @@ import struct
 import time
 from typing import Any
 
+import cramjam
 import crc32c
 import numpy as np
 import pyarrow as pa
@@ -198,7 +199,16 @@ def test_negative_header_count() -> None:
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_garbage_compressed_payload(codec: int) -> None:
     error = check(make_batch(many(3), codec=codec, payload=b"\x13not compressed at all" * 3))
-    assert error.code is ErrorCode.corrupt_message
+    assert error.code is ErrorCode.unknown_server_error
+
+
+def test_lz4_frame_of_dependent_blocks() -> None:
+    raw = b"".join(encode_record(i, r) for i, r in enumerate(many(3)))
+    linked = bytes(cramjam.lz4.compress(raw))  # FLG without the block-independence bit
+    assert not linked[4] & 0x20
+    error = check(make_batch(many(3), codec=3, payload=linked))
+    assert error.code is ErrorCode.unknown_server_error
+    assert "Dependent block stream" in str(error)
 
 
 @pytest.mark.parametrize("codec", [1, 3, 4])

@@ -226,8 +226,31 @@ def _snappy(data: bytes) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204, little-endian
+_LZ4_BLOCK_INDEPENDENCE = 0x20  # FLG bit
+
+
+def _lz4(data: bytes) -> bytes:
+    """An LZ4 frame's content; as Kafka's ``Lz4BlockInputStream``, only a frame whose
+    blocks are independent (FLG bit 5) is read."""
+    if data[:4] != _LZ4_MAGIC:
+        raise ValueError("Stream unsupported (invalid magic bytes)")
+    if len(data) < 5 or not data[4] & _LZ4_BLOCK_INDEPENDENCE:
+        raise ValueError("Dependent block stream is unsupported")
+    return bytes(cramjam.lz4.decompress(data))
+
+
 def decompress(codec: int, data: bytes) -> bytes:
-    """Decompress the records section of a batch compressed with ``codec``."""
+    """Decompress the records section of a batch compressed with ``codec``.
+
+    Raises
+    ------
+    RecordError
+        UNKNOWN_SERVER_ERROR when the payload does not decompress, or is an LZ4 frame of
+        dependent blocks, as Apache Kafka 4.4 answers (measured: its decompression fails
+        with an exception it does not map to a protocol error); CORRUPT_MESSAGE for an
+        unknown codec.
+    """
     if codec == 0:
         return data
     try:
@@ -236,11 +259,13 @@ def decompress(codec: int, data: bytes) -> bytes:
         if codec == 2:
             return _snappy(data)
         if codec == 3:
-            return bytes(cramjam.lz4.decompress(data))
+            return _lz4(data)
         if codec == 4:
             return bytes(cramjam.zstd.decompress(data))
     except Exception as exc:  # cramjam raises its own DecompressionError
-        raise RecordError(ErrorCode.corrupt_message, f"cannot decompress batch: {exc}") from exc
+        raise RecordError(
+            ErrorCode.unknown_server_error, f"cannot decompress batch: {exc}"
+        ) from exc
     raise RecordError(ErrorCode.corrupt_message, f"unknown compression codec {codec}")
 
 

@@ -180,7 +180,8 @@ def validate_records(records: bytes, header: BatchHeader, rules: BatchRules, *, 
     value lengths are ``-1`` or within the record, header keys are not null, the
     records exactly fill the (decompressed) payload and their number is the header's
     count; a failure is INVALID_RECORD naming the record, a payload that does not
-    decompress is CORRUPT_MESSAGE. Then ``LogValidator.validateRecord``: null keys on
+    decompress (or an LZ4 frame of dependent blocks) is UNKNOWN_SERVER_ERROR, as Kafka
+    answers. Then ``LogValidator.validateRecord``: null keys on
     a compacted topic (INVALID_RECORD), CreateTime timestamps outside
     ``[now - before.max, now + after.max]`` and producer batches claiming
     LogAppendTime (INVALID_TIMESTAMP), every failing record listed.

@@ -178,7 +178,11 @@ def produce(ctx: Context, req: Any) -> Any:
                     result = log.append_client_batch(header, records, now_ms=now, verified=verified)
                     base, append_time = result.base_offset, result.log_append_time
                 except RecordError as exc:
-                    code, message, record_errors = exc.code, str(exc), exc.record_errors
+                    code, record_errors = exc.code, exc.record_errors
+                    # An unexpected failure (UNKNOWN_SERVER_ERROR) comes without a message
+                    # from Kafka: its text is the broker's, not the client's business.
+                    if code is not ErrorCode.unknown_server_error:
+                        message = str(exc)
             failed = failed or code is not ErrorCode.none
             parts.append(
                 _produce_partition(

@@ -228,7 +228,10 @@ def offset_delete(ctx: Context, req: Any) -> Any:
     without READ, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
     GROUP_SUBSCRIBED_TO_TOPIC while a live member consumes the topic (consumer protocol
     subscriptions; any other protocol type with members counts as subscribed); otherwise
-    the committed offset is deleted (persisted; none is no error).
+    the committed offset is deleted (persisted; none is no error). In the answer, as Kafka
+    4.4 orders it (measured), the partitions refused before the group is consulted
+    (authorization, unknown topic or partition) come first, then the others; one entry
+    per topic name.
     """
     cluster = ctx.cluster
     mod = response_module(OFFSET_DELETE, ctx.version)
@@ -240,22 +243,35 @@ def offset_delete(ctx: Context, req: Any) -> Any:
         top = ErrorCode.group_id_not_found
     if top is not ErrorCode.none:
         return _offset_delete_error(ctx, req, top)
-    readable = {t.name for t in req.topics if _topic_allowed(ctx, Operation.READ, t.name)}
-    subscribed = {t.name for t in req.topics if cluster.membership.subscribes_to(group, t.name)}
+    # As Kafka's handleOffsetDeleteRequest: the partitions that fail before the group
+    # coordinator sees them come first in the answer, the coordinator's results are merged
+    # in after them (topic by topic).
+    answered: dict[str, list[Any]] = {}
 
-    def delete(topic: str, p: Any) -> ErrorCode:
-        tp = (topic, p.partition_index)
-        if topic not in readable:
-            return ErrorCode.topic_authorization_failed
-        if cluster.partition(*tp) is None:
-            return ErrorCode.unknown_topic_or_partition
-        if topic in subscribed:
-            return ErrorCode.group_subscribed_to_topic
-        cluster.offsets.delete_offsets(group, [tp])
-        return ErrorCode.none
+    def answer(topic: str, index: int, code: ErrorCode) -> None:
+        answered.setdefault(topic, []).append(
+            build(mod.OffsetDeleteResponsePartition, partition_index=index, error_code=code)
+        )
 
-    topics = partition_results(
-        req.topics, mod.OffsetDeleteResponseTopic, mod.OffsetDeleteResponsePartition, delete
+    valid: list[tuple[str, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not _topic_allowed(ctx, Operation.READ, t.name):
+                answer(*tp, ErrorCode.topic_authorization_failed)
+            elif cluster.partition(*tp) is None:
+                answer(*tp, ErrorCode.unknown_topic_or_partition)
+            else:
+                valid.append(tp)
+    for tp in valid:
+        if cluster.membership.subscribes_to(group, tp[0]):
+            answer(*tp, ErrorCode.group_subscribed_to_topic)
+        else:
+            cluster.offsets.delete_offsets(group, [tp])
+            answer(*tp, ErrorCode.none)
+    topics = tuple(
+        build(mod.OffsetDeleteResponseTopic, name=name, partitions=tuple(parts))
+        for name, parts in answered.items()
     )
     return build(
         mod.OffsetDeleteResponse,

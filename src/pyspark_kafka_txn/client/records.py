@@ -64,14 +64,18 @@ def compress(codec: Compression, data: bytes | memoryview) -> bytes:
     """Compress a records region with Kafka's framing for ``codec``.
 
     gzip: gzip stream; snappy: xerial framing (what the Java client writes); lz4: LZ4
-    frame; zstd: zstd frame.
+    frame with independent blocks and no content checksum (as the Java client writes it:
+    Kafka refuses a frame of linked blocks, "Dependent block stream is unsupported");
+    zstd: zstd frame.
     """
     if codec is Compression.NONE:
         return bytes(data)
     if codec is Compression.GZIP:
         return bytes(cramjam.gzip.compress(data))
     if codec is Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        lz4 = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        lz4.compress(bytes(data))
+        return bytes(lz4.finish())
     if codec is Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     view = memoryview(data)

@@ -77,7 +77,9 @@ def test_tv2_end_bumps_epoch_and_accepts_retry() -> None:
     )
 
 
-@pytest.mark.parametrize(("tv", "expected_bump"), [(1, 1), (2, 2)])
+# One bump on both versions: the TV2 abort after the fence does not bump again (Apache
+# Kafka 4.0.1+, KAFKA-19367; measured on 4.4.0 by tests/broker/test_java_client.py).
+@pytest.mark.parametrize(("tv", "expected_bump"), [(1, 1), (2, 1)])
 def test_init_fences_ongoing_transaction(tv: int, expected_bump: int) -> None:
     h = Harness(tv)
     pid, epoch = h.init()

@@ -39,10 +39,10 @@ exhaustion (Kafka has no such setting).
 
 Simplifications: one coordinator epoch (0); the transaction log is the in-memory map
 plus an optional append-only sink (JSON lines) replayed by :meth:`load`. A server-side
-abort of an ongoing transaction on a TV2 cluster bumps the epoch twice (fence, then the
-TV2 completion), as Kafka 4.0.0 did; Kafka 4.0.1+ bumps once (KAFKA-19367). From an
-exhausted epoch both bump once, to ``Short.MAX_VALUE``, and rotate the producer id
-(Kafka 4.3, KAFKA-20090).
+abort of an ongoing transaction bumps the epoch once on both transaction versions, as
+Kafka 4.0.1+ (KAFKA-19367; Kafka 4.0.0 bumped twice on TV2), measured against Apache
+Kafka 4.4.0. From an exhausted epoch a TV2 abort bumps once, to ``Short.MAX_VALUE``, and
+rotates the producer id (Kafka 4.3, KAFKA-20090).
 """
 
 from __future__ import annotations
@@ -302,17 +302,21 @@ class TransactionCoordinator:
     def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Server-initiated abort of an ongoing transaction, with an epoch bump.
 
-        TV1 cluster: one bump (``prepareFenceProducerEpoch``), never past
-        ``Short.MAX_VALUE``. TV2 cluster: the fence bump, then the TV2 completion bump
-        (Kafka 4.0.0); from an exhausted epoch only the completion bump, which allocates
-        the next producer id (Kafka 4.3, KAFKA-19367 / KAFKA-20090). The state passes
-        through PrepareEpochFence (not logged, as in Kafka) on its way to PrepareAbort.
+        One bump (``prepareFenceProducerEpoch``): on a TV1 cluster never past
+        ``Short.MAX_VALUE``; on a TV2 cluster the abort that follows does not bump again
+        (Kafka 4.0.1+, KAFKA-19367: measured on Apache Kafka 4.4.0, a transaction aborted
+        at its timeout ends at epoch 1 from 0, and the producer's own EndTxn with the old
+        epoch is then taken for a retry and refused with INVALID_TXN_STATE). From an
+        exhausted epoch only the completion bump, which allocates the next producer id
+        (Kafka 4.3, KAFKA-20090). The state passes through PrepareEpochFence (not logged,
+        as in Kafka) on its way to PrepareAbort.
         """
         meta.transition_to(TxnState.PREPARE_EPOCH_FENCE)
-        if self.transaction_version >= 2:
-            if not is_epoch_exhausted(meta.epoch):
-                meta.epoch += 1  # PrepareEpochFence
+        if self.transaction_version >= 2 and is_epoch_exhausted(meta.epoch):
             self._bump_for_completion(meta)
+        elif self.transaction_version >= 2:
+            meta.last_epoch = meta.epoch
+            meta.epoch += 1  # PrepareEpochFence, the only bump
         else:
             meta.epoch = min(meta.epoch + 1, MAX_EPOCH)  # PrepareEpochFence
             meta.last_epoch = NO_EPOCH

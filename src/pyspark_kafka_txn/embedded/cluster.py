@@ -34,7 +34,12 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.security import ScramStore
 from pyspark_kafka_txn.embedded.storage import Storage
-from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS, InvalidConfigError, normalize
+from pyspark_kafka_txn.embedded.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfigError,
+    check_together,
+    normalize,
+)
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
 from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 
@@ -81,11 +86,13 @@ def validate_topic_name(name: str) -> None:
 
 def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
     """The topic configs as stored, or :class:`TopicError` INVALID_CONFIG naming the one
-    Kafka would refuse (unknown name, wrong type, out of range)."""
+    Kafka would refuse (unknown name, wrong type, out of range, in conflict with another)."""
     try:
-        return {key: normalize(key, value) for key, value in config.items()}
+        stored = {key: normalize(key, value) for key, value in config.items()}
+        check_together(stored)
     except InvalidConfigError as exc:
         raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+    return stored
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ broker's read-only configs and the group configs' defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
@@ -36,14 +36,32 @@ from pyspark_kafka_txn.wire import (
     TOPIC_RESOURCE,
 )
 
-# Kafka 4.0's group configs (GroupConfig) and their defaults, which a group without
-# overrides reports: the KIP-848 consumer and KIP-932 share group settings.
-GROUP_CONFIG_DEFAULTS = {
-    "consumer.heartbeat.interval.ms": "5000",
-    "consumer.session.timeout.ms": "45000",
-    "share.heartbeat.interval.ms": "5000",
-    "share.record.lock.duration.ms": "30000",
-    "share.session.timeout.ms": "45000",
+_T = ConfigType
+#: Kafka 4.4's group configs (``GroupConfig``) with their types and the defaults a group
+#: without overrides reports (measured): the KIP-848 consumer, KIP-932 share and KIP-1071
+#: streams group settings, and the share groups' dead-letter queue.
+GROUP_CONFIGS: Mapping[str, tuple[ConfigType, str]] = {
+    "consumer.assignment.interval.ms": (_T.INT, "1000"),
+    "consumer.heartbeat.interval.ms": (_T.INT, "5000"),
+    "consumer.session.timeout.ms": (_T.INT, "45000"),
+    "errors.deadletterqueue.copy.record.enable": (_T.BOOLEAN, "false"),
+    "errors.deadletterqueue.topic.name": (_T.STRING, ""),
+    "share.assignment.interval.ms": (_T.INT, "1000"),
+    "share.auto.offset.reset": (_T.STRING, "latest"),
+    "share.delivery.count.limit": (_T.INT, "5"),
+    "share.heartbeat.interval.ms": (_T.INT, "5000"),
+    "share.isolation.level": (_T.STRING, "read_uncommitted"),
+    "share.partition.max.record.locks": (_T.INT, "2000"),
+    "share.record.lock.duration.ms": (_T.INT, "30000"),
+    "share.renew.acknowledge.enable": (_T.BOOLEAN, "true"),
+    "share.session.timeout.ms": (_T.INT, "45000"),
+    "streams.assignment.interval.ms": (_T.INT, "1000"),
+    "streams.assignor.name": (_T.STRING, "sticky"),
+    "streams.heartbeat.interval.ms": (_T.INT, "5000"),
+    "streams.initial.rebalance.delay.ms": (_T.INT, "3000"),
+    "streams.num.standby.replicas": (_T.INT, "0"),
+    "streams.rack.aware.assignment.tags": (_T.LIST, ""),
+    "streams.session.timeout.ms": (_T.INT, "45000"),
 }
 
 
@@ -149,18 +167,18 @@ def incremental_alter_configs(ctx: Context, req: Any) -> Any:
         for c in res.configs:
             op = c.config_operation
             key = TOPIC_CONFIGS.get(c.name)
-            if key is None:
+            if key is None and op not in (APPEND, SUBTRACT):
                 raise TopicError(ErrorCode.invalid_config, f"Unknown topic config name: {c.name}")
             if op == SET:
                 config[c.name] = c.value
             elif op == DELETE:
                 config.pop(c.name, None)
             elif op in (APPEND, SUBTRACT):
-                if key.type is not ConfigType.LIST:
-                    verb = "append" if op == APPEND else "subtract"
+                if key is None or key.type is not ConfigType.LIST:
+                    verb = "APPEND" if op == APPEND else "SUBTRACT"
                     raise TopicError(
                         ErrorCode.invalid_config,
-                        f"Config value {verb} is not allowed for config key: {c.name}",
+                        f"Can't {verb} to key {c.name} because its type is not LIST.",
                     )
                 current = [v for v in topic.config_value(c.name).split(",") if v]
                 given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
@@ -195,7 +213,7 @@ def _broker_configs(ctx: Context) -> dict[str, str]:
 def _config_type(resource_type: int, name: str) -> int:
     if resource_type == TOPIC_RESOURCE:
         return TOPIC_CONFIGS[name].type
-    return int(ConfigType.INT) if resource_type == GROUP_RESOURCE else 0
+    return GROUP_CONFIGS[name][0] if resource_type == GROUP_RESOURCE else 0
 
 
 def describe_configs(ctx: Context, req: Any) -> Any:
@@ -203,7 +221,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
 
     Behaviour: topic (type 2), broker (type 4) and group (type 32) resources; unknown
     topics get UNKNOWN_TOPIC_OR_PARTITION, unknown brokers, an empty group name or other
-    types INVALID_REQUEST; any group name, existing or not, reports Kafka 4.0's group
+    types INVALID_REQUEST; any group name, existing or not, reports Kafka 4.4's group
     config defaults (as Kafka does for a group without overrides); a non-null key list
     restricts the answer. ACLs: DESCRIBE_CONFIGS on the topic, the cluster (brokers)
     or the group, else TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED; as in Kafka, the
@@ -237,7 +255,7 @@ def describe_configs(ctx: Context, req: Any) -> Any:
             if not res.resource_name:
                 code, message = ErrorCode.invalid_request, "Group name must not be empty"
             else:
-                values = dict(GROUP_CONFIG_DEFAULTS)
+                values = {name: default for name, (_, default) in GROUP_CONFIGS.items()}
         else:
             code, message = (
                 ErrorCode.invalid_request,

@@ -87,11 +87,16 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
     for i in range(4):
         a.produce(topic, key=b"a", value=f"c1-{i}".encode(), partition=i % 2)
     a.commit_transaction(10)
+    # Kafka writes the markers after EndTxn's answer: wait for them, so that the other
+    # producer's records land behind them (the offsets below are then the same on both).
+    latest = {0: -1, 1: -1}
+    _wait_latest(kcat, bs, topic, latest, {0: 3, 1: 3})
     b.begin_transaction()
     for i in range(4):
         b.produce(topic, key=b"b", value=f"ab-{i}".encode(), partition=i % 2)
     b.flush(10)
     b.abort_transaction(10)
+    _wait_latest(kcat, bs, topic, latest, {0: 6, 1: 6})
     a.begin_transaction()
     a.produce(topic, key=b"a", value=b"open-0", partition=0)
     a.flush(10)
@@ -102,7 +107,6 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
     # ListOffsets LATEST (kcat -Q with timestamp -1): under read_committed the LSO, i.e.
     # the first offset of the open transaction on partition 0 (b's commit behind it stays
     # hidden) and, once b's markers are written, the high watermark on partition 1.
-    latest = {0: -1, 1: -1}
     _wait_latest(kcat, bs, topic, latest, {0: 6, 1: 8})
     assert _list_offsets(kcat, bs, topic, latest, "read_uncommitted") == {0: 9, 1: 8}
 

@@ -1,10 +1,13 @@
-"""The writer across cluster-wide events, each on its own embedded cluster.
+"""The writer across cluster-wide events.
 
 * Producer-epoch exhaustion (transaction version 2 bumps the epoch at every
-  InitProducerId and EndTxn): the cluster starts new producer ids a few epochs short of
-  exhaustion, so a running query crosses producer-id rotations within a few batches.
-* A whole-cluster restart (recovery from its data directory) while a batch is half
-  written: one task's transaction prepared, the other task still running.
+  InitProducerId and EndTxn): an embedded cluster of its own starts new producer ids a
+  few epochs short of exhaustion, so a running query crosses producer-id rotations within
+  a few batches (Apache Kafka has no such setting).
+* A whole-cluster restart (recovery from its data) while a batch is half written: one
+  task's transaction prepared, the other task still running. On the embedded cluster, a
+  durable cluster of its own is restarted; on Apache Kafka, every node of the session's
+  cluster is killed with SIGKILL and started again on its data.
 
 Output is read with an independent read_committed consumer (librdkafka): every input
 record exactly once, nothing else, nothing left open.
@@ -26,6 +29,7 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import completes, held, pipeline, while_held
 from tests.support.lso import assert_nothing_open
+from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions
 
 #: New producer ids start here: exhausted (32766) after three batches of one task.
@@ -43,22 +47,25 @@ def rollover_cluster() -> Iterator[EmbeddedKafka]:
 
 
 @pytest.fixture
-def durable_cluster(tmp_path: Path) -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(data_dir=tmp_path / "kafka", transaction_abort_interval_ms=200) as kafka:
+def durable_cluster(kafka: KafkaTarget, tmp_path: Path) -> Iterator[KafkaTarget]:
+    """A cluster that keeps its state across :meth:`KafkaTarget.restart`."""
+    if kafka.embedded is None:
         yield kafka
+        return
+    with EmbeddedKafka(data_dir=tmp_path / "kafka", transaction_abort_interval_ms=200) as own:
+        yield KafkaTarget(own.bootstrap_servers, own)
 
 
-def _fill(kafka: EmbeddedKafka, topic: str, tag: str, batches: int) -> Counter[bytes]:
+def _fill(bs: str, topic: str, tag: str, batches: int) -> Counter[bytes]:
     rows = [
         [(p, f"{tag}{n}-{p}-{i}".encode()) for i in range(10) for p in (0, 1)]
         for n in range(batches)
     ]
-    committed_batches(kafka.bootstrap_servers, topic, rows)
+    committed_batches(bs, topic, rows)
     return Counter(v for batch in rows for _, v in batch)
 
 
-def _exactly(kafka: EmbeddedKafka, topic: str, expected: Counter[bytes]) -> None:
-    bs = kafka.bootstrap_servers
+def _exactly(bs: str, topic: str, expected: Counter[bytes]) -> None:
     assert Counter(bytes(r[1]) for r in reference_rows(bs, topic, 2)) == expected
     assert_nothing_open(bs, topic, 2)
 
@@ -70,6 +77,7 @@ def _producer_id(bootstrap: str, tid: str) -> tuple[int, int]:
     return described.producer_id, described.producer_epoch
 
 
+@pytest.mark.embedded_only("starts producer ids a few epochs short of exhaustion")
 def test_running_query_crosses_producer_id_rotations(
     spark: SparkSession, rollover_cluster: EmbeddedKafka, tmp_path: Path
 ) -> None:
@@ -80,7 +88,7 @@ def test_running_query_crosses_producer_id_rotations(
     prefix = f"roll-{uuid.uuid4().hex[:8]}-"
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="20")
 
-    expected = _fill(kafka, source, "a", 1)
+    expected = _fill(bs, source, "a", 1)
     first = start()
     completes(first)
     tid = f"{prefix}{first.id}-0"
@@ -88,28 +96,27 @@ def test_running_query_crosses_producer_id_rotations(
     assert before[1] >= START_EPOCH
 
     # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice.
-    expected += _fill(kafka, source, "b", 6)
+    expected += _fill(bs, source, "b", 6)
     again = start()
     completes(again)
     assert len(again.recentProgress) >= 6
     after = _producer_id(bs, tid)
     assert after[0] != before[0], (before, after)  # the producer id rotated
-    _exactly(kafka, sink, expected)
+    _exactly(bs, sink, expected)
 
 
 def test_cluster_restart_while_a_batch_is_half_written(
-    spark: SparkSession, durable_cluster: EmbeddedKafka, tmp_path: Path
+    spark: SparkSession, durable_cluster: KafkaTarget, tmp_path: Path
 ) -> None:
     kafka, bs = durable_cluster, durable_cluster.bootstrap_servers
-    source, sink = "dsrc", "dout"
-    kafka.create_topic(source, 2)
-    kafka.create_topic(sink, 2)
-    expected = _fill(kafka, source, "d", 1)
+    source = kafka.create_topic(2, prefix="dsrc")
+    sink = kafka.create_topic(2, prefix="dout")
+    expected = _fill(bs, source, "d", 1)
     gate, prefix = tmp_path / "gate", f"dur-{uuid.uuid4().hex[:8]}-"
 
     query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
     with while_held(bs, prefix, query, gate) as tid:
-        kafka.restart()  # every broker down and up again, state from the data directory
+        kafka.restart()  # every broker down and up again, state from its data
         assert tid in open_transactions(bs, tid)  # the prepared transaction survived
     completes(query)
-    _exactly(kafka, sink, expected)
+    _exactly(bs, sink, expected)

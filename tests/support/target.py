@@ -31,6 +31,21 @@ class KafkaTarget:
             return "embedded"
         return "apache" if self.apache is not None else "external"
 
+    def restart(self) -> None:
+        """Every broker down and up again on its data: the embedded cluster (a durable
+        one: it needs a data directory) restarts; every node of Apache Kafka is killed
+        with SIGKILL first (no controlled shutdown, no flush)."""
+        if self.apache is not None:
+            for node in self.apache.nodes:
+                self.apache.kill(node.node_id)
+            for node in self.apache.nodes:
+                self.apache.restart(node.node_id, wait=False)
+            self.apache.wait_ready()
+        elif self.embedded is not None:
+            self.embedded.restart()
+        else:
+            pytest.fail("an external cluster cannot be restarted by the tests")
+
     # -- request faults, on the embedded cluster and on Apache Kafka ------------------------
 
     @property

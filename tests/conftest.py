@@ -26,15 +26,18 @@ import pytest
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.apache_kafka import ApacheKafka
-from tests.support.target import KafkaTarget
+from tests.support.target import (
+    EXTERNAL,
+    TARGET,
+    KafkaTarget,
+    apache_transaction_version,
+    transaction_versions,
+)
 
-EXTERNAL = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-TARGET = os.environ.get("KAFKA_TXN_TARGET") or ("external" if EXTERNAL else "embedded")
-assert TARGET in ("embedded", "apache", "external"), f"unknown KAFKA_TXN_TARGET={TARGET!r}"
 logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
 
-#: Fixtures through which a test talks to the session's target cluster.
-TARGET_FIXTURES = frozenset({"kafka"})
+#: Fixtures through which a test talks to a cluster of the session's target kind.
+TARGET_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka_tv2"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,12 +54,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     dropped: Counter[str] = Counter()
     for item in items:
+        names = set(getattr(item, "fixturenames", ()))
         marker = item.get_closest_marker("embedded_only")
         if marker is not None:
             reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
             dropped[f"embedded only: {reason}"] += 1
-        elif not TARGET_FIXTURES & set(getattr(item, "fixturenames", ())):
+        elif not TARGET_FIXTURES & names:
             dropped["does not use the session's cluster"] += 1
+        elif TARGET == "external" and {"kafka_tv1", "kafka_tv2"} & names:
+            dropped["needs a cluster of a chosen transaction version"] += 1
+        elif "kafka_tv2" in names and 2 not in transaction_versions():
+            dropped["transaction version 2 needs Apache Kafka 4.0+"] += 1
         else:
             keep.append(item)
     if dropped:
@@ -125,10 +133,9 @@ def embedded_kafka() -> Iterator[EmbeddedKafka]:
 @pytest.fixture(scope="session")
 def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
     """The session's Apache Kafka cluster (its logs are kept when a test failed)."""
-    tv = os.environ.get("KAFKA_TXN_APACHE_TV")
     cluster = ApacheKafka(
         int(os.environ.get("KAFKA_TXN_APACHE_NODES", "1")),
-        transaction_version=int(tv) if tv else None,
+        transaction_version=int(tv) if (tv := os.environ.get("KAFKA_TXN_APACHE_TV")) else None,
     )
     request.config.stash[_APACHE] = cluster
     cluster.start()
@@ -136,6 +143,35 @@ def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
         yield cluster
     finally:
         cluster.close()
+
+
+def _cluster_of_version(request: pytest.FixtureRequest, tv: int) -> Iterator[KafkaTarget]:
+    """A cluster of the session's kind formatted with transaction version ``tv``: the
+    session's own when it has that version, else one more for the session."""
+    if TARGET == "apache":
+        if apache_transaction_version() == tv:
+            yield request.getfixturevalue("kafka")
+            return
+        with ApacheKafka(1, transaction_version=tv) as apache:
+            yield KafkaTarget(apache.bootstrap_servers, apache=apache)
+        return
+    with EmbeddedKafka(transaction_version=tv, transaction_abort_interval_ms=200) as own:
+        yield KafkaTarget(own.bootstrap_servers, own)
+        errors = own.call(lambda c: list(c.internal_errors))
+        assert not errors, f"embedded broker internal errors: {errors}"
+
+
+@pytest.fixture(scope="session")
+def kafka_tv1(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """A cluster of the session's kind on transaction version 1 (no epoch bump per
+    transaction, explicit AddPartitionsToTxn)."""
+    yield from _cluster_of_version(request, 1)
+
+
+@pytest.fixture(scope="session")
+def kafka_tv2(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """A cluster of the session's kind on transaction version 2 (KIP-890)."""
+    yield from _cluster_of_version(request, 2)
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ from pyspark_kafka_txn.writer.lingering import (
     find_open_transactions,
 )
 from tests.support.lso import pinned_partitions
+from tests.support.target import KafkaTarget, transaction_versions
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -48,24 +49,12 @@ def _start(**settings: object) -> Iterator[EmbeddedKafka]:
         assert not errors, f"embedded broker internal errors: {errors}"
 
 
-@pytest.fixture(scope="module")
-def kafka_tv1() -> Iterator[EmbeddedKafka]:
-    yield from _start(transaction_version=1)
-
-
-@pytest.fixture(scope="module")
-def kafka_tv2() -> Iterator[EmbeddedKafka]:
-    yield from _start(transaction_version=2)
-
-
 def _uid() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _topic(kafka: EmbeddedKafka, partitions: int = PARTITIONS) -> str:
-    name = f"ling-{_uid()}"
-    kafka.create_topic(name, partitions)
-    return name
+def _topic(kafka: KafkaTarget, partitions: int = PARTITIONS) -> str:
+    return kafka.create_topic(partitions, prefix="ling")
 
 
 def _values(tag: str, n: int = 6) -> list[bytes]:
@@ -156,16 +145,22 @@ def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
 
 @pytest.mark.parametrize(
     ("cluster_tv", "producer_tv"),
-    [(1, 1), (2, 2), (2, 1)],
-    ids=["tv1", "tv2", "tv1-client-on-tv2-cluster"],
+    [
+        pytest.param(
+            tv, client, id=f"tv{client}" + ("-client-on-tv2-cluster" if tv > client else "")
+        )
+        for tv in transaction_versions()
+        for client in range(tv, 0, -1)
+    ],
 )
 def test_find_list_and_abort_a_lingering_transaction(
     request: pytest.FixtureRequest,
+    kafka: KafkaTarget,
     capsys: pytest.CaptureFixture[str],
     cluster_tv: int,
     producer_tv: int,
 ) -> None:
-    kafka: EmbeddedKafka = request.getfixturevalue(f"kafka_tv{cluster_tv}")
+    kafka = request.getfixturevalue(f"kafka_tv{cluster_tv}")
     bs = kafka.bootstrap_servers
     topic, other_topic = _topic(kafka), _topic(kafka)
     run = _uid()
@@ -239,13 +234,15 @@ def test_find_list_and_abort_a_lingering_transaction(
     assert (code, out) == (0, f"0 open transaction(s) with prefix '{prefix}'\n")
 
 
+@pytest.mark.embedded_only("loses EndTxn answers and refuses EndTxn with chosen errors")
 @pytest.mark.parametrize("tv", [1, 2])
 def test_abort_counts_a_transaction_ended_meanwhile_as_done(
     request: pytest.FixtureRequest, tv: int
 ) -> None:
-    kafka: EmbeddedKafka = request.getfixturevalue(f"kafka_tv{tv}")
+    target: KafkaTarget = request.getfixturevalue(f"kafka_tv{tv}")
+    kafka = target.require_embedded()
     bs = kafka.bootstrap_servers
-    topic = _topic(kafka)
+    topic = _topic(target)
     prefix = f"p-{_uid()}-"
 
     def lingering(n: int) -> PreparedTransaction:
@@ -271,14 +268,15 @@ def test_abort_counts_a_transaction_ended_meanwhile_as_done(
     assert _read_committed_to_end(bs, topic) == []
 
 
+@pytest.mark.embedded_only("refuses EndTxn with a chosen error")
 def test_an_abort_that_fails_exits_1(
-    kafka_tv2: EmbeddedKafka, capsys: pytest.CaptureFixture[str]
+    kafka_tv2: KafkaTarget, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bs = kafka_tv2.bootstrap_servers
     topic = _topic(kafka_tv2)
     prefix = f"p-{_uid()}-"
     handle = _write(ProducerConfig(bs, f"{prefix}0"), topic, [b"x"], commit=None)
-    kafka_tv2.fail_requests("EndTxn", "transactional_id_authorization_failed")
+    kafka_tv2.require_embedded().fail_requests("EndTxn", "transactional_id_authorization_failed")
     code, out, err = _run_cli(capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix)
     assert code == 1
     assert out == f"aborted 0 of 1 open transaction(s) with prefix '{prefix}'\n"
@@ -294,7 +292,7 @@ def test_an_abort_that_fails_exits_1(
 
 
 def test_abort_leaves_the_next_transaction_of_a_live_producer_alone(
-    kafka_tv1: EmbeddedKafka,
+    kafka_tv1: KafkaTarget,
 ) -> None:
     """TV1 keeps the epoch across transactions: (producer id, epoch) alone would let a
     stale abort hit the live producer's next transaction; the start time does not."""
@@ -326,13 +324,15 @@ def test_abort_leaves_the_next_transaction_of_a_live_producer_alone(
     assert _read_committed_to_end(bs, topic) == first + second
 
 
+@pytest.mark.embedded_only("delays the coordinator's transaction markers")
 @pytest.mark.parametrize("tv", [1, 2])
 def test_a_completing_commit_is_waited_for_not_aborted(
     request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], tv: int
 ) -> None:
-    kafka: EmbeddedKafka = request.getfixturevalue(f"kafka_tv{tv}")
+    target: KafkaTarget = request.getfixturevalue(f"kafka_tv{tv}")
+    kafka = target.require_embedded()
     bs = kafka.bootstrap_servers
-    topic = _topic(kafka)
+    topic = _topic(target)
     prefix = f"p-{_uid()}-"
     values = _values("decided")
     handle = _write(
@@ -355,14 +355,16 @@ def test_a_completing_commit_is_waited_for_not_aborted(
     assert _read_committed_to_end(bs, topic) == _in_read_order(values)
 
 
-def test_a_stuck_prepare_commit_is_reported(kafka_tv2: EmbeddedKafka) -> None:
+@pytest.mark.embedded_only("delays the coordinator's transaction markers")
+def test_a_stuck_prepare_commit_is_reported(kafka_tv2: KafkaTarget) -> None:
+    embedded = kafka_tv2.require_embedded()
     bs = kafka_tv2.bootstrap_servers
     topic = _topic(kafka_tv2)
     prefix = f"p-{_uid()}-"
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=2), topic, [b"x"], commit=None
     )
-    kafka_tv2.set_marker_delay(8.0)  # far beyond the abort's 0.3 s budget
+    embedded.set_marker_delay(8.0)  # far beyond the abort's 0.3 s budget
     try:
         with ClusterClient(bs) as cluster:
             end_transaction(cluster, handle, commit=True)
@@ -372,7 +374,7 @@ def test_a_stuck_prepare_commit_is_reported(kafka_tv2: EmbeddedKafka) -> None:
             # It gave up within its budget, not when the markers landed: still completing.
             assert [t.state for t in find_open_transactions(cluster, prefix)] == ["PrepareCommit"]
     finally:
-        kafka_tv2.set_marker_delay(0.0)
+        embedded.set_marker_delay(0.0)
     assert _read_committed_to_end(bs, topic, timeout_s=60) == [b"x"]
 
 
@@ -403,7 +405,7 @@ def test_sasl_command_config_and_secrets(
         "sasl.username": "admin",
         "sasl.password": ADMIN_PASSWORD,
     }
-    topic = _topic(sasl_kafka)
+    topic = _topic(KafkaTarget(sasl_kafka.bootstrap_servers, sasl_kafka))
     prefix = f"p-{_uid()}-"
     config = ProducerConfig.from_options(
         {"bootstrap.servers": bs, "transactional.id": f"{prefix}0", **sasl}

@@ -29,7 +29,6 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import CommitFailedError, ProducerFencedError
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
@@ -38,7 +37,7 @@ from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open
 from tests.support.readback import read_records
-from tests.support.target import KafkaTarget
+from tests.support.target import KafkaTarget, transaction_versions
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -47,23 +46,12 @@ ROWS = 30
 HALF = ROWS // 2
 
 
-@pytest.fixture(scope="module")
-def kafka_tv1() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(transaction_version=1, transaction_abort_interval_ms=200) as kafka:
-        yield kafka
-        errors = kafka.call(lambda c: list(c.internal_errors))
-        assert not errors, f"embedded broker internal errors: {errors}"
-
-
-@pytest.fixture(params=["session", "tv1"])
-def target(request: pytest.FixtureRequest) -> KafkaTarget:
-    """The session's cluster (embedded: transaction version 2), then a TV1 one."""
-    if request.param == "session":
-        kafka = request.getfixturevalue("kafka")
-        assert isinstance(kafka, KafkaTarget)
-        return kafka
-    embedded = request.getfixturevalue("kafka_tv1")
-    return KafkaTarget(embedded.bootstrap_servers, embedded)
+@pytest.fixture(params=transaction_versions(), ids=lambda tv: f"tv{tv}")
+def target(request: pytest.FixtureRequest, kafka: KafkaTarget) -> KafkaTarget:
+    """A cluster of the session's kind on each transaction version it offers."""
+    kafka = request.getfixturevalue(f"kafka_tv{request.param}")
+    assert isinstance(kafka, KafkaTarget)
+    return kafka
 
 
 def _options(target: KafkaTarget, topic: str) -> WriterOptions:

@@ -4,17 +4,39 @@ its proxies) can produce, so that a failure test runs on both."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.faults import FaultRule
-from tests.support.apache_kafka import ApacheKafka
+from tests.support.apache_kafka import ApacheKafka, default_version
 from tests.support.apache_kafka.proxy import Rule
+
+#: ``KAFKA_BOOTSTRAP_SERVERS``: an external cluster the tests may use.
+EXTERNAL = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+#: The kind of cluster this test session talks to (``KAFKA_TXN_TARGET``).
+TARGET = os.environ.get("KAFKA_TXN_TARGET") or ("external" if EXTERNAL else "embedded")
+assert TARGET in ("embedded", "apache", "external"), f"unknown KAFKA_TXN_TARGET={TARGET!r}"
+
+
+def transaction_versions() -> list[int]:
+    """The transaction versions a cluster of the session's kind can be formatted with,
+    newest first (Apache Kafka before 4.0 has only version 1's protocol)."""
+    if TARGET == "apache" and int(default_version().split(".")[0]) < 4:
+        return [1]
+    return [2, 1]
+
+
+def apache_transaction_version() -> int:
+    """The transaction version of the session's Apache Kafka cluster."""
+    tv = os.environ.get("KAFKA_TXN_APACHE_TV")
+    return int(tv) if tv else transaction_versions()[0]
 
 
 @dataclass
@@ -106,7 +128,7 @@ class KafkaTarget:
             admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
             futures = admin.create_topics([NewTopic(name, partitions, -1, config=config)])
             futures[name].result(30)
-            _wait_metadata(admin, name, partitions)
+            _wait_ready(self.bootstrap_servers, name, partitions)
         return name
 
     def delete_topic(self, name: str) -> None:
@@ -137,19 +159,20 @@ class Stall:
         return sum(r.hits for r in self.apache or ())
 
 
-def _wait_metadata(admin: AdminClient, topic: str, partitions: int) -> None:
-    """Wait until every partition of a new topic has a leader (Kafka creates them
-    asynchronously: a produce right after CreateTopics may find no leader yet)."""
-
+def _wait_ready(bootstrap: str, topic: str, partitions: int) -> None:
+    """Wait until every partition of a new topic answers on its leader. Kafka creates
+    them asynchronously: right after CreateTopics the metadata may name no leader yet,
+    and a leader named may still answer NOT_LEADER_OR_FOLLOWER for a moment."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "topic-ready"})
     deadline = time.monotonic() + 60
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            md is not None
-            and md.error is None
-            and len(md.partitions) == partitions
-            and all(p.leader >= 0 for p in md.partitions.values())
-        ):
-            return
-        assert time.monotonic() < deadline, f"topic {topic} has no leaders after 60 s"
-        time.sleep(0.05)
+    try:
+        for partition in range(partitions):
+            while True:
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+                    break
+                except KafkaException as exc:
+                    assert time.monotonic() < deadline, f"{topic}-{partition} not ready: {exc}"
+                    time.sleep(0.05)
+    finally:
+        consumer.close()

@@ -3,7 +3,9 @@
 * Producer-epoch exhaustion (transaction version 2 bumps the epoch at every
   InitProducerId and EndTxn): an embedded cluster of its own starts new producer ids a
   few epochs short of exhaustion, so a running query crosses producer-id rotations within
-  a few batches (Apache Kafka has no such setting).
+  a few batches. On any cluster (Apache Kafka has no such setting) the same after the
+  query's transactional ids were driven to a few epochs short of exhaustion by 32,760
+  InitProducerId requests each.
 * A whole-cluster restart (recovery from its data) while a batch is half written: one
   task's transaction prepared, the other task still running. On the embedded cluster, a
   durable cluster of its own is restarted; on Apache Kafka, every node of the session's
@@ -28,6 +30,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import completes, held, pipeline, while_held
+from tests.support.epochs import bump_epoch
 from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions
@@ -102,6 +105,33 @@ def test_running_query_crosses_producer_id_rotations(
     assert len(again.recentProgress) >= 6
     after = _producer_id(bs, tid)
     assert after[0] != before[0], (before, after)  # the producer id rotated
+    _exactly(bs, sink, expected)
+
+
+def test_query_crosses_the_rotation_after_real_epoch_bumps(
+    spark: SparkSession, kafka_tv2: KafkaTarget, tmp_path: Path
+) -> None:
+    kafka, bs = kafka_tv2, kafka_tv2.bootstrap_servers
+    source = kafka.create_topic(2, prefix="esrc")
+    sink = kafka.create_topic(2, prefix="eout")
+    prefix = f"ep-{uuid.uuid4().hex[:8]}-"
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="20")
+    expected = _fill(bs, source, "a", 1)
+    first = start()
+    completes(first)
+    tids = [f"{prefix}{first.id}-{p}" for p in range(2)]
+    before = {tid: bump_epoch(bs, tid, START_EPOCH) for tid in tids}
+    assert all(epoch == START_EPOCH for _, epoch in before.values()), before
+
+    # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice, so
+    # every id passes the exhausted epoch (32766) and gets a new producer id.
+    expected += _fill(bs, source, "b", 6)
+    again = start()
+    completes(again)
+    assert len(again.recentProgress) >= 6
+    for tid in tids:
+        after = _producer_id(bs, tid)
+        assert after[0] != before[tid][0], (tid, before[tid], after)  # rotated
     _exactly(bs, sink, expected)
 
 

@@ -211,6 +211,29 @@ def test_jaas_is_translated_and_never_shown() -> None:
         )
 
 
+def test_pem_keystore_is_librdkafkas_certificate_and_key() -> None:
+    """Kafka's PEM key store (key and certificate chain in one file) is what the writer
+    reads; librdkafka's own ``ssl.keystore.location`` is PKCS#12, so the reader passes the
+    file as its certificate and key instead (explicit librdkafka names win)."""
+    pem = {"kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.location": "/app.pem"}
+    params = parse_reader_options(
+        {**BASE, **pem, "kafka.ssl.keystore.password": "kspw"}, streaming=True
+    ).kafka_params
+    assert "ssl.keystore.location" not in params and "ssl.keystore.password" not in params
+    assert params["ssl.certificate.location"] == params["ssl.key.location"] == "/app.pem"
+    assert params["ssl.key.password"] == "kspw"
+    explicit = {
+        "kafka.ssl.certificate.location": "/cert.pem",
+        "kafka.ssl.key.password": "kpw",
+        "kafka.ssl.keystore.password": "kspw",
+    }
+    for options in ({**pem, **explicit}, {**explicit, **pem}):
+        params = parse_reader_options({**BASE, **options}, streaming=True).kafka_params
+        assert params["ssl.certificate.location"] == "/cert.pem"
+        assert params["ssl.key.location"] == "/app.pem"
+        assert params["ssl.key.password"] == "kpw"
+
+
 def test_rate_limit_is_proportional_and_never_starves() -> None:
     a, b, c = tp("t", 0), tp("t", 1), tp("t", 2)
     start = {a: 0, b: 0, c: 10}

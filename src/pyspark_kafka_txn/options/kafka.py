@@ -199,6 +199,15 @@ def librdkafka_params(
             out.update(credentials)
         elif key == "ssl.truststore.location":
             out["ssl.ca.location"] = value
+        elif key == "ssl.keystore.location":
+            # A PEM key store (check_security refuses other types): the key and its
+            # certificate chain in one file, which librdkafka reads as two settings (its
+            # own ssl.keystore.location is a PKCS#12 file). Explicit ones win, as in
+            # SecurityConfig.from_options.
+            out.setdefault("ssl.certificate.location", value)
+            out.setdefault("ssl.key.location", value)
+        elif key == "ssl.keystore.password" and "ssl.keystore.location" in raw:
+            out.setdefault("ssl.key.password", value)
         elif key == "ssl.endpoint.identification.algorithm":
             out[key] = value if value else "none"
         else:

@@ -8,6 +8,9 @@
 
 The ``kafka_txn`` source is not registered explicitly: Spark discovers it because the
 package is named ``pyspark_*`` and exposes ``DefaultSource``.
+
+A test marked ``local_spark_only(reason)`` runs in the ``local`` mode only (``make test``
+runs it once); the other modes deselect it, never skip it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,26 @@ from pyspark.sql import SparkSession
 
 MODE = os.environ.get("KAFKA_TXN_SPARK", "local")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "local_spark_only(reason): runs with KAFKA_TXN_SPARK=local only (once per make "
+        "test); deselected in the local-cluster and connect modes",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if MODE == "local":
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (keep if item.get_closest_marker("local_spark_only") is None else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

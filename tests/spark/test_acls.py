@@ -37,7 +37,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -50,27 +49,23 @@ from confluent_kafka.admin import (
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from pyspark_kafka_txn.client.connection import ConnectionConfig
-from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.options import parse_reader_options, parse_writer_options
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
 from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.writer.commit import commit_batch
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.sink import resolve_timeout
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.spark.writer_kit import HANG_S, pipeline
+from tests.support.acls import INPUT, committed_values, input_values
 from tests.support.clients import sasl_conf
+from tests.support.txns import committed_batches, open_transactions
 
 APP = "app"
 #: The app's password: must appear in no error.
 APP_PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"
 USERS = {"admin": "admin-pw", APP: APP_PASSWORD}
-#: The input: 3 committed transactions of 10 records over 2 partitions.
-INPUT = [[(i % 2, f"b{n}-{i}".encode()) for i in range(10)] for n in range(3)]
 
 # The documented ACLs, by what they are for (the keys name them in test ids).
 INPUT_READ = "Read on the input topic"
@@ -105,16 +100,11 @@ def _app_options() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def source(secured: EmbeddedKafka) -> str:
-    """A 2-partition topic holding :data:`INPUT` (written by the super user)."""
+    """A 2-partition topic holding :data:`~tests.support.acls.INPUT` (written by the super
+    user)."""
     topic = f"acl-src-{uuid.uuid4().hex[:8]}"
     secured.create_topic(topic, 2)
-    producer = Producer({**_conf(secured, "admin"), "transactional.id": f"feed-{topic}"})
-    producer.init_transactions(30)
-    for batch in INPUT:
-        producer.begin_transaction()
-        for partition, value in batch:
-            producer.produce(topic, value=value, partition=partition)
-        producer.commit_transaction(30)
+    committed_batches(secured.bootstrap_servers, topic, INPUT, **_conf(secured, "admin"))
     return topic
 
 
@@ -173,55 +163,14 @@ def _grant(kafka: EmbeddedKafka, acls: list[AclBinding]) -> None:
     assert sorted(map(str, now)) == sorted(map(str, acls))
 
 
-def _committed(kafka: EmbeddedKafka, topic: str, partitions: int = 2) -> Counter[bytes]:
+def _committed(kafka: EmbeddedKafka, topic: str) -> Counter[bytes]:
     """Every value a read_committed consumer of the super user sees in ``topic``."""
-    consumer = Consumer(
-        {
-            **_conf(kafka, "admin"),
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    seen: Counter[bytes] = Counter()
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        at_end: set[int] = set()
-        while len(at_end) < partitions:
-            msg = consumer.poll(HANG_S)
-            assert msg is not None, f"no end of {topic} within {HANG_S:g} s"
-            error = msg.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                at_end.add(msg.partition())
-                continue
-            at_end.discard(msg.partition())
-            value = msg.value()
-            assert value is not None
-            seen[value] += 1
-    finally:
-        consumer.close()
-    return seen
+    return committed_values(kafka.bootstrap_servers, topic, **_conf(kafka, "admin"))
 
 
 def _open_under(kafka: EmbeddedKafka, prefix: str) -> list[str]:
     """Transactional ids under ``prefix`` with an open transaction (as the super user)."""
-    security = SecurityConfig.from_options(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": "admin",
-            "sasl.password": USERS["admin"],
-        }
-    )
-    config = ConnectionConfig(security=security)
-    with ClusterClient(kafka.bootstrap_servers, config) as cluster:
-        return [t.transactional_id for t in find_open_transactions(cluster, prefix)]
-
-
-def _input_values() -> Counter[bytes]:
-    return Counter(value for batch in INPUT for _, value in batch)
+    return list(open_transactions(kafka.bootstrap_servers, prefix, _conf(kafka, "admin")))
 
 
 def test_pipeline_is_exactly_once_with_exactly_the_documented_acls(
@@ -240,7 +189,7 @@ def test_pipeline_is_exactly_once_with_exactly_the_documented_acls(
     assert query.awaitTermination(HANG_S), "the query did not end"
     assert query.exception() is None, query.exception()
     assert len(query.recentProgress) >= 2  # several micro-batches, each committed
-    assert _committed(secured, sink) == _input_values()  # every record exactly once
+    assert _committed(secured, sink) == input_values()  # every record exactly once
     assert _open_under(secured, prefix) == []
 
 

@@ -75,10 +75,13 @@ def consume_all(
     return [(m.partition() or 0, m.offset() or 0, m.value()) for m in messages]
 
 
-def watermarks(bootstrap: str, topic: str, partition: int, isolation: str) -> tuple[int, int]:
-    """(low, high) as librdkafka's ListOffsets reports them at ``isolation``."""
+def watermarks(
+    bootstrap: str, topic: str, partition: int, isolation: str, **extra: Any
+) -> tuple[int, int]:
+    """(low, high) as librdkafka's ListOffsets reports them at ``isolation`` (``extra``:
+    more librdkafka settings, e.g. a secured cluster's)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation}
+        {"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation, **extra}
     )
     try:
         low, high = consumer.get_watermark_offsets(

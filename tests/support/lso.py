@@ -8,6 +8,7 @@ check through that client.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from tests.support.clients import watermarks
 
@@ -15,22 +16,23 @@ HANG_S = 60.0  # hang detector, never a timing assertion
 
 
 def pinned_partitions(
-    bootstrap: str, topic: str, partitions: int
+    bootstrap: str, topic: str, partitions: int, **extra: Any
 ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
     """Partitions whose LSO is below the high watermark (an open transaction pins it):
-    partition -> (read_committed, read_uncommitted) watermarks."""
+    partition -> (read_committed, read_uncommitted) watermarks. ``extra``: more librdkafka
+    settings (a secured cluster's)."""
     out: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
     for p in range(partitions):
-        committed = watermarks(bootstrap, topic, p, "read_committed")
-        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted")
+        committed = watermarks(bootstrap, topic, p, "read_committed", **extra)
+        uncommitted = watermarks(bootstrap, topic, p, "read_uncommitted", **extra)
         if committed != uncommitted:
             out[p] = (committed, uncommitted)
     return out
 
 
-def assert_nothing_open(bootstrap: str, topic: str, partitions: int) -> None:
+def assert_nothing_open(bootstrap: str, topic: str, partitions: int, **extra: Any) -> None:
     """No open transaction pins the LSO of any partition of ``topic``."""
-    pinned = pinned_partitions(bootstrap, topic, partitions)
+    pinned = pinned_partitions(bootstrap, topic, partitions, **extra)
     assert not pinned, f"{topic}: LSO pinned (read_committed vs uncommitted): {pinned}"
 
 

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Producer
 
+from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
 from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
 from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
 
 
-def open_transactions(bootstrap: str, prefix: str) -> dict[str, OpenTransaction]:
-    """The open transactions under ``prefix`` by transactional id."""
-    with ClusterClient(bootstrap) as cluster:
+def open_transactions(
+    bootstrap: str, prefix: str, security: Mapping[str, str] | None = None
+) -> dict[str, OpenTransaction]:
+    """The open transactions under ``prefix`` by transactional id (``security``: Kafka
+    security settings of a principal allowed to see them, as librdkafka names them)."""
+    config = ConnectionConfig(
+        security=SecurityConfig.from_options(
+            {k: v for k, v in (security or {}).items() if k in SECURITY_OPTIONS}
+        )
+    )
+    with ClusterClient(bootstrap, config) as cluster:
         return {t.transactional_id: t for t in find_open_transactions(cluster, prefix)}
 
 
@@ -90,9 +101,12 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
     return Interleaved(topic, a, open_first)
 
 
-def committed_batches(bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]]) -> None:
-    """Write each inner list of (partition, value) in its own committed transaction."""
-    producer = txn_producer(bootstrap, tid())
+def committed_batches(
+    bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]], **extra: Any
+) -> None:
+    """Write each inner list of (partition, value) in its own committed transaction
+    (``extra``: more librdkafka settings, e.g. a secured cluster's)."""
+    producer = txn_producer(bootstrap, tid(), **extra)
     for batch in batches:
         producer.begin_transaction()
         for partition, value in batch:

@@ -10,6 +10,7 @@ from tests.support.apache_kafka.cluster import (
     KafkaLaunchError,
     Node,
     Security,
+    cert_principal,
     free_port,
 )
 from tests.support.apache_kafka.jars import (
@@ -27,6 +28,7 @@ __all__ = [
     "KafkaLaunchError",
     "Node",
     "Security",
+    "cert_principal",
     "classpath",
     "default_version",
     "free_port",

@@ -136,10 +136,14 @@ class Security:
     authorizer
         Run Kafka's ``StandardAuthorizer`` (no ACL means no access).
     super_users
-        Principals allowed everything (``User:<name>``); the brokers' principal is added.
+        Principals allowed everything (``User:<name>``; a certificate's principal is
+        :func:`cert_principal`); the brokers' principal is added (on SSL: their
+        certificate's DN, so ``ssl.principal.mapping.rules`` must leave it unchanged).
     tls_dir
         For SSL: a directory of :func:`tests.support.tls.tls_files` (``ca.pem``,
-        ``server.pem``); clients must present a certificate signed by the CA.
+        ``server.pem``, ``client.pem``); clients must present a certificate signed by the
+        CA, and :meth:`ApacheKafka.client_config` and :meth:`ApacheKafka.admin_properties`
+        present ``client.pem``.
     """
 
     protocol: str = "PLAINTEXT"
@@ -164,6 +168,65 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+#: The attribute names of RFC 2253 (Java prints any other attribute as its OID).
+_RFC2253_NAMES = {
+    "2.5.4.3": "CN",
+    "2.5.4.6": "C",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.9": "STREET",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "0.9.2342.19200300.100.1.1": "UID",
+    "0.9.2342.19200300.100.1.25": "DC",
+}
+
+
+def cert_principal(pem: Path) -> str:
+    """The principal Kafka gives a client presenting the first certificate in ``pem``
+    (without ``ssl.principal.mapping.rules``): ``User:`` and the subject's DN as Java's
+    ``X500Principal.getName()`` prints it (RFC 2253, last RDN first, and every one of
+    ``,=+<>#;\\"`` escaped with a backslash, not only where RFC 2253 requires it).
+
+    Raises
+    ------
+    ValueError
+        For an attribute outside RFC 2253's names (Java would print its OID and a hex
+        encoding, which is not reproduced here).
+    """
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(pem.read_bytes())
+    rdns = []
+    for rdn in reversed(cert.subject.rdns):
+        parts = []
+        for attr in rdn:
+            name = _RFC2253_NAMES.get(attr.oid.dotted_string)
+            if name is None:
+                raise ValueError(f"{pem}: attribute {attr.oid.dotted_string} has no RFC 2253 name")
+            value = str(attr.value)
+            escaped = "".join("\\" + c if c in ',=+<>#;\\"' else c for c in value)
+            if escaped.startswith(" "):
+                escaped = "\\" + escaped
+            if escaped.endswith(" ") and not escaped.endswith("\\ "):
+                escaped = escaped[:-1] + "\\ "
+            parts.append(f"{name}={escaped}")
+        rdns.append("+".join(parts))
+    return "User:" + ",".join(rdns)
+
+
+def _properties(props: Mapping[str, str]) -> str:
+    """``props`` as a ``java.util.Properties`` file: a backslash in a value is doubled (the
+    loader reads ``\\#`` as ``#``, and a certificate's principal in ``super.users`` holds
+    Java's ``\\#`` escapes), a line break is written ``\\n``, a leading blank is escaped."""
+
+    def escape(value: str) -> str:
+        value = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        return "\\" + value if value[:1] in (" ", "\t", "\f") else value
+
+    return "".join(f"{k}={escape(v)}\n" for k, v in props.items())
 
 
 def _jaas(module: str, user: str, password: str, extra: str = "") -> str:
@@ -344,8 +407,37 @@ class ApacheKafka:
             assert sec.tls_dir is not None
             lines += self._java_tls("client")
         path = self.workdir / f"client-{user or 'default'}.properties"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text(_properties(dict(line.partition("=")[::2] for line in lines)))
         return path
+
+    def create_topic(
+        self, name: str, partitions: int = 1, *, user: str | None = None, **config: str
+    ) -> None:
+        """Create topic ``name`` as ``user`` (on a secured cluster; the brokers' own user by
+        default) and return once every partition answers ListOffsets on its leader (Kafka
+        creates them asynchronously: right after CreateTopics the metadata may name no
+        leader yet, and a leader may answer NOT_LEADER_OR_FOLLOWER for a moment)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        conf = {**self.client_config(user), "log_level": 0}
+        topic = NewTopic(name, partitions, min(len(self.nodes), 3), config=config)
+        admin = AdminClient(conf)  # referenced until its future completes
+        admin.create_topics([topic])[name].result(START_TIMEOUT_S)
+        consumer = Consumer({**conf, "group.id": "apache-kafka-launcher-ready"})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            for partition in range(partitions):
+                while True:
+                    try:
+                        consumer.get_watermark_offsets(TopicPartition(name, partition), 5)
+                        break
+                    except KafkaException as exc:
+                        if time.monotonic() > deadline:
+                            raise KafkaLaunchError(f"{name}-{partition} not ready: {exc}") from exc
+                        time.sleep(0.05)
+        finally:
+            consumer.close()
 
     # -- configuration ------------------------------------------------------------------
 
@@ -391,10 +483,15 @@ class ApacheKafka:
             supers = ["User:ANONYMOUS", *sec.super_users]
             if sec.protocol.startswith("SASL"):
                 supers.append(f"User:{sec.broker_user()[0]}")
+            elif sec.protocol == "SSL":
+                # Brokers talk to each other (and to themselves: AddPartitionsToTxn
+                # verification, transaction markers) with their own certificate.
+                assert sec.tls_dir is not None
+                supers.append(cert_principal(sec.tls_dir / "server.pem"))
             props["super.users"] = ";".join(dict.fromkeys(supers))
             props["allow.everyone.if.no.acl.found"] = "false"
         props.update(self.extra_config)
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+        return _properties(props)
 
     def _listener_security(self, name: str) -> dict[str, str]:
         sec = self.security

@@ -62,15 +62,24 @@ def make_batch(
     trailing: bytes = b"",
     producer_id: int = 7,
     base_sequence: int = 0,
+    producer_epoch: int = 0,
 ) -> bytes:
-    """A v2 idempotent batch (epoch 0) with a valid CRC."""
+    """A v2 idempotent batch with a valid CRC (``attributes=0x10``: transactional)."""
     raw = b"".join(encode_record(i, r) for i, r in enumerate(recs)) + trailing
     data = compress(codec, raw) if payload is None else payload
     n = len(recs) if count is None else count
     if max_ts is None:
         max_ts = base_ts + max((r.ts_delta for r in recs), default=0)
     tail = struct.pack(
-        ">hiqqqhii", attributes | codec, n - 1, base_ts, max_ts, producer_id, 0, base_sequence, n
+        ">hiqqqhii",
+        attributes | codec,
+        n - 1,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
     ) + bytes(data)
     head = struct.pack(">qiibI", 0, 9 + len(tail), -1, 2, crc32c.crc32c(tail))
     return head + tail

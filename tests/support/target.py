@@ -120,8 +120,12 @@ class KafkaTarget:
             )
         return self.embedded
 
-    def create_topic(self, partitions: int = 1, prefix: str = "t", **config: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    def create_topic(
+        self, partitions: int = 1, prefix: str = "t", *, name: str = "", **config: str
+    ) -> str:
+        """Create a topic (named ``name``, else ``prefix`` and a random suffix) and wait
+        until every partition is ready; return its name."""
+        name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
         if self.embedded is not None:
             self.embedded.create_topic(name, partitions, config or None)
         else:

@@ -138,6 +138,7 @@ def produce(ctx: Context, req: Any) -> Any:
         for pdata in topic.partition_data:
             code, message, base, append_time, log = whole_error, None, -1, -1, None
             record_errors: tuple[tuple[int, str], ...] = ()
+            start_offset_known = True
             if code is ErrorCode.none:
                 code, message, log = _produce_target(ctx, topic.name, pdata.index)
             if code is ErrorCode.none and log is not None:
@@ -173,16 +174,20 @@ def produce(ctx: Context, req: Any) -> Any:
                                 ctx, txn_id, log, header.producer_id, header.producer_epoch
                             )
                             if vcode is not ErrorCode.none:
-                                raise RecordError(vcode, "transaction verification failed")
+                                raise _VerificationError(vcode, "transaction verification failed")
                             verified = True
                     result = log.append_client_batch(header, records, now_ms=now, verified=verified)
                     base, append_time = result.base_offset, result.log_append_time
                 except RecordError as exc:
                     code, record_errors = exc.code, exc.record_errors
                     # An unexpected failure (UNKNOWN_SERVER_ERROR) comes without a message
-                    # from Kafka: its text is the broker's, not the client's business.
-                    if code is not ErrorCode.unknown_server_error:
+                    # from Kafka: its text is the broker's, not the client's business. A
+                    # batch refused by transaction verification never reached the log:
+                    # Kafka answers with neither a message nor the log start offset.
+                    verification = isinstance(exc, _VerificationError)
+                    if code is not ErrorCode.unknown_server_error and not verification:
                         message = str(exc)
+                    start_offset_known = not verification
             failed = failed or code is not ErrorCode.none
             parts.append(
                 _produce_partition(
@@ -191,7 +196,9 @@ def produce(ctx: Context, req: Any) -> Any:
                     code,
                     base_offset=base,
                     log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None else -1,
+                    log_start_offset=(
+                        log.log_start_offset if log is not None and start_offset_known else -1
+                    ),
                     message=message,
                     record_errors=record_errors,
                 )
@@ -201,6 +208,12 @@ def produce(ctx: Context, req: Any) -> Any:
     if req.acks == 0:
         return NoResponse(close=failed)
     return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+class _VerificationError(RecordError):
+    """A transactional batch refused by the partition's transaction verification
+    (KIP-890): answered without a message and without the log start offset, as by Kafka
+    (measured on Apache Kafka 4.4.0: a fenced producer's Produce)."""
 
 
 def _produce_partition(

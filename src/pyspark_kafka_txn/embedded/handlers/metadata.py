@@ -338,7 +338,8 @@ def find_coordinator(ctx: Context, req: Any) -> Any:
         if node not in cluster.running:
             return _Answer(ErrorCode.coordinator_not_available)
         host, port = cluster.addresses[node]
-        return _Answer(ErrorCode.none, None, node, host, port)
+        # An empty message on success, not null (measured on Apache Kafka 4.4.0, v4).
+        return _Answer(ErrorCode.none, "", node, host, port)
 
     return _coordinator_response(ctx, req, lookup)
 

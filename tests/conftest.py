@@ -75,7 +75,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _DESELECTED = pytest.StashKey[Counter[str]]()
 _RAN = pytest.StashKey[Counter[str]]()
-_APACHE = pytest.StashKey[ApacheKafka]()
+_RAN_BY_MODULE = pytest.StashKey[Counter[str]]()
+#: Every Apache Kafka cluster the session's fixtures started: a failed test keeps their logs.
+_APACHE = pytest.StashKey[list[ApacheKafka]]()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -99,8 +101,11 @@ def pytest_runtest_makereport(
     if call.when == "call" and TARGET != "embedded":
         ran = item.config.stash.setdefault(_RAN, Counter())
         ran[report.outcome] += 1
-    if report.failed and TARGET == "apache" and _APACHE in item.config.stash:
-        item.config.stash[_APACHE].keep_logs = True
+        by_module = item.config.stash.setdefault(_RAN_BY_MODULE, Counter())
+        by_module[item.nodeid.split("::")[0]] += 1
+    if report.failed:
+        for cluster in item.config.stash.get(_APACHE, []):
+            cluster.keep_logs = True
     return report
 
 
@@ -114,10 +119,13 @@ def pytest_terminal_summary(
     tr = terminalreporter
     tr.section(f"against {label}")
     tr.write_line("ran: " + ", ".join(f"{n} {k}" for k, n in sorted(ran.items())) or "ran: none")
+    for module, n in sorted(config.stash.get(_RAN_BY_MODULE, Counter()).items()):
+        tr.write_line(f"  {module}: {n}")
     for reason, n in sorted(config.stash.get(_DESELECTED, Counter()).items()):
         tr.write_line(f"deselected, {reason}: {n}")
-    if _APACHE in config.stash and config.stash[_APACHE].keep_logs:
-        tr.write_line(f"broker logs of the failed run kept in {config.stash[_APACHE].workdir}")
+    for cluster in config.stash.get(_APACHE, []):
+        if cluster.keep_logs:
+            tr.write_line(f"broker logs of the failed run kept in {cluster.workdir}")
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +145,7 @@ def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
         int(os.environ.get("KAFKA_TXN_APACHE_NODES", "1")),
         transaction_version=int(tv) if (tv := os.environ.get("KAFKA_TXN_APACHE_TV")) else None,
     )
-    request.config.stash[_APACHE] = cluster
+    request.config.stash.setdefault(_APACHE, []).append(cluster)
     cluster.start()
     try:
         yield cluster
@@ -152,7 +160,9 @@ def _cluster_of_version(request: pytest.FixtureRequest, tv: int) -> Iterator[Kaf
         if apache_transaction_version() == tv:
             yield request.getfixturevalue("kafka")
             return
-        with ApacheKafka(1, transaction_version=tv) as apache:
+        apache = ApacheKafka(1, transaction_version=tv)
+        request.config.stash.setdefault(_APACHE, []).append(apache)
+        with apache:
             yield KafkaTarget(apache.bootstrap_servers, apache=apache)
         return
     with EmbeddedKafka(transaction_version=tv, transaction_abort_interval_ms=200) as own:

@@ -52,8 +52,9 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer import commit as commit_module
+from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.messages import TaskMessage
-from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
 # commit_batch's collaborators, looked up in writer/commit.py's globals at call time (those
 # the module does not have are skipped). ListTransactions + DescribeTransactions are

@@ -34,10 +34,11 @@ from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import CommitFailedError
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
+from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
-from pyspark_kafka_txn.writer.task import OPEN_STATES, TaskIdentity, connect, write_task
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.readback import read_records
 
 TIMEOUT_MS = 5000

@@ -54,10 +54,11 @@ from pyspark_kafka_txn.options import parse_writer_options
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.commit import commit_batch
+from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import decision_group
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
-from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import consume_messages
 from tests.support.tls import tls_files
 

@@ -54,6 +54,13 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
+from pyspark_kafka_txn.writer.common import (
+    COMPLETING_STATES,
+    TxnState,
+    connect,
+    holds_open,
+    read_marker,
+)
 from pyspark_kafka_txn.writer.decision import (
     Decision,
     Handle,
@@ -63,14 +70,11 @@ from pyspark_kafka_txn.writer.decision import (
 )
 from pyspark_kafka_txn.writer.ids import partition_of, query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
-    COMPLETING_STATES,
-    ONGOING,
     OpenTransaction,
     abort_open_transaction,
     find_open_transactions,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage
-from pyspark_kafka_txn.writer.task import connect, holds_open, read_marker
 
 __all__ = ["abort_batch", "abort_lingering", "commit_batch"]
 
@@ -238,7 +242,7 @@ def _none_committed(
     described = describe_transactions(cluster, list(tids.values()))
     for partition, handle in handles.items():
         txn = described.get(tids[partition])
-        if (txn is not None and txn.state == "PrepareCommit") or holds_open(txn, handle):
+        if (txn is not None and txn.state == TxnState.PREPARE_COMMIT) or holds_open(txn, handle):
             return False
         if read_marker(cluster, tids[partition], stable=False) == batch:
             return False
@@ -316,7 +320,7 @@ def _abort_leftovers(
         tid = txn.transactional_id
         if query_of(prefix, tid) != query_id:
             continue
-        if txn.state != ONGOING and partition_of(prefix, tid) in decided:
+        if txn.state != TxnState.ONGOING and partition_of(prefix, tid) in decided:
             continue  # the batch's own transaction, completing
         log.warning(
             "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
@@ -388,7 +392,7 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
 
     def still_open(listed: list[OpenTransaction]) -> list[str]:
         ours = [t for t in listed if query_of(prefix, t.transactional_id) == query_id]
-        for txn in (t for t in ours if t.state == ONGOING):
+        for txn in (t for t in ours if t.state == TxnState.ONGOING):
             log.warning(
                 "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
                 "open (killed before it returned)",

@@ -42,11 +42,9 @@ from pyspark_kafka_txn.client.admin import (
 from pyspark_kafka_txn.client.errors import KafkaTxnError, TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
+from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES, TxnState
 
 __all__ = [
-    "COMPLETING_STATES",
-    "ONGOING",
-    "OPEN_STATES",
     "OpenTransaction",
     "TransactionNotAbortedError",
     "abort_open_transaction",
@@ -54,12 +52,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-ONGOING = "Ongoing"
-#: States in which the coordinator is already writing the commit/abort markers.
-COMPLETING_STATES = ("PrepareCommit", "PrepareAbort")
-#: Kafka's names (ListTransactions / DescribeTransactions) of the states that pin the LSO.
-OPEN_STATES = (ONGOING, *COMPLETING_STATES)
 
 # EndTxn answers that mean "this (producer id, epoch) no longer owns an open transaction";
 # whether the transaction really ended is decided by describing it again.
@@ -248,7 +240,7 @@ def abort_open_transaction(
     refused: TransactionError | None = None
     delay = _POLL_MIN_S
     while current is not None:
-        if current.state == ONGOING:
+        if current.state == TxnState.ONGOING:
             handle = PreparedTransaction(tid, current.producer_id, current.producer_epoch, version)
             try:
                 end_transaction(cluster, handle, commit=False)

@@ -45,8 +45,9 @@ from pyspark_kafka_txn.options.writer import (
 )
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
+from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.schema import check_input_schema
-from pyspark_kafka_txn.writer.task import TaskIdentity, connect, write_task
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -14,6 +14,10 @@ For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.
    like the transactional id), flush, leave the transaction open: message *fresh* with
    the handle and, without two-phase commit, the time by which the driver must decide
    (:func:`commit_by`). Any error aborts the own transaction before it is re-raised.
+
+This module owns the executor's code only (:func:`write_task` and its steps); what it
+asks of Kafka in common with the driver (the client, the batch marker, whether a
+transaction is open) is in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -27,28 +31,22 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_kafka_txn.client.admin import (
-    TransactionDescription,
-    describe_transactions,
-    fetch_offsets,
-)
-from pyspark_kafka_txn.client.connection import ConnectionConfig
+from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.errors import KafkaTxnError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
+from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, holds_open, read_marker
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
 
-__all__ = ["OPEN_STATES", "TaskIdentity", "connect", "holds_open", "read_marker", "write_task"]
+__all__ = ["TaskIdentity", "write_task"]
 
 log = logging.getLogger(__name__)
 
-#: DescribeTransactions states of a transaction that has not ended.
-OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 WRITER_VERSION = 1
 
 
@@ -60,28 +58,6 @@ class TaskIdentity:
     batch: int
     partition: int
     attempt: int
-
-
-def connect(options: WriterOptions) -> ClusterClient:
-    """A client for the writer's bootstrap servers and security settings.
-
-    Its retries (connections, coordinators, a topic's metadata) end after
-    ``kafka.max.block.ms``, as the Java producer's blocking calls do.
-    """
-    config = ConnectionConfig(client_id="pyspark-kafka-txn-writer", security=options.security())
-    return ClusterClient(
-        options.bootstrap_servers, config, retry_timeout_s=options.max_block_ms / 1000
-    )
-
-
-def holds_open(described: TransactionDescription | None, handle: Handle) -> bool:
-    """Whether ``handle``'s own transaction (same producer id and epoch) is still open."""
-    return (
-        described is not None
-        and described.state in OPEN_STATES
-        and (described.producer_id, described.producer_epoch)
-        == (handle.transaction.producer_id, handle.transaction.producer_epoch)
-    )
 
 
 def expiry_margin_ms(timeout_ms: int) -> int:
@@ -97,17 +73,6 @@ def commit_by(opened_ms: int, timeout_ms: int) -> int:
     of the transaction (its first AddPartitionsToTxn), from which the timeout counts.
     """
     return opened_ms + timeout_ms - expiry_margin_ms(timeout_ms)
-
-
-def read_marker(cluster: ClusterClient, tid: str, *, stable: bool = True) -> int | None:
-    """The last batch whose marker committed under ``tid`` (None when none).
-
-    With ``stable`` (RequireStable) a pending marker of an open transaction is waited for;
-    without, the last committed one is returned at once.
-    """
-    entries = fetch_offsets(cluster, tid, None, require_stable=stable)
-    batches = [c.offset for c in entries.values() if c.offset >= 0]
-    return max(batches) if batches else None
 
 
 def write_task(

@@ -14,13 +14,14 @@ Spark's driver calls it. That time holds everything the driver does for a batch:
 * listing the transactions still open under the prefix (ListTransactions on every
   broker) and ``abort_lingering`` (nothing is left open here: nothing more to do).
 
-The phases are timed by wrapping those functions of ``writer/commit.py`` in this process
-(the source is not changed), each without the phases called inside it, so they add up
-to about the total. A second table ends the same number of prepared transactions by
-hand, looking up every coordinator first and then calling ``end_transactions``: it
-separates the lookups from the EndTxns, which in ``commit_batch`` share one connection
-(a lookup waits for the EndTxns sent before it). The broker runs in a separate process
-(``python -m pyspark_kafka_txn broker``); its CPU time during those EndTxns is shown::
+The phases are timed by wrapping those functions of ``writer/commit.py`` and
+``writer/lingering.py`` in this process (the source is not changed), each without the
+phases called inside it, so they add up to about the total. A second table ends the same
+number of prepared transactions by hand, looking up every coordinator first and then
+calling ``end_transactions``: it separates the lookups from the EndTxns, which in
+``commit_batch`` share one connection (a lookup waits for the EndTxns sent before it).
+The broker runs in a separate process (``python -m pyspark_kafka_txn broker``); its CPU
+time during those EndTxns is shown::
 
     .venv/bin/python bench/writer_commit.py
     .venv/bin/python bench/writer_commit.py --tasks 8,64,256,1024 --repeat 7 --partitions 8
@@ -52,13 +53,16 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer import commit as commit_module
+from pyspark_kafka_txn.writer import lingering as lingering_module
 from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.messages import TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
-# commit_batch's collaborators, looked up in writer/commit.py's globals at call time (those
-# the module does not have are skipped). ListTransactions + DescribeTransactions are
-# find_open_transactions.
+# commit_batch's collaborators, looked up at call time in the globals of the module whose
+# code calls them: writer/commit.py, or writer/lingering.py for find_open_transactions
+# (inside wait_for_open_transactions) and abort_lingering's read_decision; each is wrapped
+# in both modules, those a module does not have are skipped. ListTransactions +
+# DescribeTransactions are find_open_transactions.
 PHASES = (
     "connect",
     "read_decision",
@@ -109,10 +113,11 @@ class PhaseTimer:
 
 def instrument(timer: PhaseTimer) -> None:
     """Wrap commit_batch's collaborators (and FindCoordinator) with ``timer``."""
-    for name in PHASES:
-        func = getattr(commit_module, name, None)
-        if func is not None:
-            setattr(commit_module, name, timer.wrap(name, func))
+    for module in (commit_module, lingering_module):
+        for name in PHASES:
+            func = getattr(module, name, None)
+            if func is not None:
+                setattr(module, name, timer.wrap(name, func))
     # A fresh client per commit() knows no coordinator yet: every group and transactional
     # id is looked up (end_transactions: one per handle, just before its EndTxn).
     find = ClusterClient._find_coordinator

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
-from pyspark_kafka_txn.writer.commit import abort_batch
+from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.messages import FRESH

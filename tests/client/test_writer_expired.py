@@ -33,7 +33,8 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import CommitFailedError
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
-from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
+from pyspark_kafka_txn.writer.abort import abort_batch
+from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.ids import transactional_id

@@ -1,11 +1,13 @@
-"""Find and abort lingering Kafka transactions (the operator's side of FLINK-39218).
+"""Transactions left open under the prefix: finding and aborting them, and the driver's
+policy for them (the operator's side of FLINK-39218).
 
 A transaction left open by a writer that is gone for good (a query restarted with a new
 checkpoint, a crashed job whose transactional ids are never used again) pins the Last
 Stable Offset of every partition it wrote to: ``read_committed`` consumers stop there
 until the coordinator's timeout sweep aborts it, and a KIP-939 two-phase-commit
-transaction never times out at all. This module finds such transactions by
-transactional-id prefix and aborts them.
+transaction never times out at all. This module owns both halves of dealing with them.
+
+The mechanism (also the CLI's ``kafka-txn transactions list|abort``):
 
 * :func:`find_open_transactions`: ListTransactions on every broker (states Ongoing,
   PrepareCommit, PrepareAbort), ids kept by prefix, then DescribeTransactions for their
@@ -13,7 +15,19 @@ transactional-id prefix and aborts them.
 * :func:`abort_open_transaction`: EndTxn(abort) with the described producer id and
   epoch. A transaction already in PrepareCommit / PrepareAbort is being completed by its
   coordinator and is waited for, never aborted. A transaction that ended meanwhile
-  (fenced, aborted by its timeout, ended by its owner) counts as success.
+  (fenced, aborted by its timeout, ended by its owner) counts as success;
+* :func:`wait_for_open_transactions`: list them again, with back-off, until none of
+  those the caller waits for is left.
+
+The policy, run by the driver once a batch is committed (``docs/design.md``,
+"Transactions left open by earlier runs and other query ids"):
+
+* :func:`abort_leftovers`: this query's transactions that the committed batch does not
+  hold (an earlier run's, in a partition the replay no longer has, or an attempt Spark
+  gave up on) are aborted at once;
+* :func:`abort_lingering`: those of *other* query ids are aborted once open for
+  ``lingeringTransactionTimeout``; a second live query on the prefix is reported with
+  :class:`~pyspark_kafka_txn.errors.ConcurrentQueryError`, never fenced.
 
 Identity of a transaction: transactional id, producer id and start time. With transaction
 version 1 a live producer keeps its epoch across transactions, so the start time is what
@@ -23,13 +37,15 @@ producer that ends its transaction and starts the next one between that describe
 EndTxn can still lose the new one; ``min_age_ms`` in the CLI keeps live writers out of
 reach.)
 
-Only :mod:`pyspark_kafka_txn.client` is used: no pyspark, no embedded cluster.
+Only the protocol client, the writer's options, names and decision record, and
+:mod:`.common` are used: no pyspark, no embedded cluster.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -42,13 +58,20 @@ from pyspark_kafka_txn.client.admin import (
 from pyspark_kafka_txn.client.errors import KafkaTxnError, TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
+from pyspark_kafka_txn.errors import ConcurrentQueryError
+from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES, TxnState
+from pyspark_kafka_txn.writer.decision import Decision, read_decision
+from pyspark_kafka_txn.writer.ids import partition_of, query_of
 
 __all__ = [
     "OpenTransaction",
     "TransactionNotAbortedError",
+    "abort_leftovers",
+    "abort_lingering",
     "abort_open_transaction",
     "find_open_transactions",
+    "wait_for_open_transactions",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,6 +90,12 @@ _ENDED_MEANWHILE = frozenset(
 
 _POLL_MIN_S = 0.02
 _POLL_MAX_S = 0.5
+#: How often the open transactions are listed while waiting for some to end: from
+#: 5 ms (markers usually land within milliseconds of the EndTxn), doubling to 200 ms.
+_LISTING_MIN_S = 0.005
+_LISTING_MAX_S = 0.2
+#: How often a younger transaction of another query is looked at again.
+_WATCH_S = 0.2
 
 
 class TransactionNotAbortedError(KafkaTxnError):
@@ -296,3 +325,135 @@ def _still_open(cluster: ClusterClient, txn: OpenTransaction) -> OpenTransaction
     ):
         return None
     return OpenTransaction.from_description(description)
+
+
+def wait_for_open_transactions(
+    cluster: ClusterClient,
+    prefix: str,
+    pending: Callable[[list[OpenTransaction]], list[str]],
+    what: str,
+) -> list[OpenTransaction]:
+    """List the open transactions under ``prefix``, with backoff, until ``pending(listing)``
+    names none of them; return the last listing.
+
+    Gives up (logging ``what`` and the ids still pending) once the client's retry budget
+    is spent: the coordinators finish those transactions on their own.
+    """
+    deadline = time.monotonic() + cluster.retry_timeout_s
+    delay = _LISTING_MIN_S
+    while True:
+        listed = find_open_transactions(cluster, prefix)
+        waiting = pending(listed)
+        if not waiting:
+            return listed
+        if time.monotonic() > deadline:
+            log.warning(
+                "%s %s not ended after %.0f s; their coordinators finish them",
+                what,
+                waiting,
+                cluster.retry_timeout_s,
+            )
+            return listed
+        time.sleep(delay)
+        delay = min(delay * 2, _LISTING_MAX_S)
+
+
+def abort_leftovers(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    decided: Collection[int],
+    still_open: Sequence[OpenTransaction],
+) -> None:
+    """Abort this query's open transactions that the committed batch does not hold.
+
+    The batch is committed and every task of it has ended (the next batch has not
+    started), so a transaction of this query that is still Ongoing, or open in a
+    partition outside the batch's handles, belongs to an earlier run or to an attempt
+    Spark gave up on (a speculative copy being killed): it can only pin the LSO.
+
+    ``decided`` is the batch's Spark partitions; ``still_open`` is
+    :func:`find_open_transactions` under the prefix, listed after the batch was committed.
+    """
+    for txn in still_open:
+        tid = txn.transactional_id
+        if query_of(prefix, tid) != query_id:
+            continue
+        if txn.state != TxnState.ONGOING and partition_of(prefix, tid) in decided:
+            continue  # the batch's own transaction, completing
+        log.warning(
+            "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
+            "this query, not part of the committed batch",
+            tid,
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.state,
+        )
+        abort_open_transaction(cluster, txn)
+
+
+def abort_lingering(
+    cluster: ClusterClient,
+    options: WriterOptions,
+    query_id: str,
+    still_open: Sequence[OpenTransaction],
+) -> None:
+    """Abort transactions other query ids left open under the prefix; report live ones.
+
+    A transaction under ``transactionalIdPrefix`` that belongs to another query id and
+    has been open for ``lingeringTransactionTimeout`` is left over by a query that is
+    gone (e.g. restarted with a new checkpoint): it pins the LSO of its partitions, so it
+    is aborted. A younger one is watched until it is that old (then aborted) or until its
+    query records a new commit decision — a second *live* query on the same prefix, which
+    is reported with :class:`ConcurrentQueryError`, never fenced.
+
+    ``still_open`` is :func:`find_open_transactions` under the prefix, listed after the
+    batch was committed.
+    """
+    prefix = options.transactional_id_prefix
+    foreign = [
+        t for t in still_open if query_of(prefix, t.transactional_id) not in (None, query_id)
+    ]
+    if not foreign:
+        return
+    limit = options.lingering_timeout_ms
+    decided: dict[str, Decision | None] = {}
+    for txn in foreign:
+        other = query_of(prefix, txn.transactional_id)
+        assert other is not None
+        if other not in decided:
+            decided[other] = read_decision(cluster, prefix, other, batch=-1)
+    deadline = time.monotonic() + limit / 1000 + 5
+    pending: list[OpenTransaction] = list(foreign)
+    while pending:
+        still: list[OpenTransaction] = []
+        for txn in pending:
+            other = query_of(prefix, txn.transactional_id)
+            assert other is not None
+            if txn.age_ms() >= limit:
+                log.warning(
+                    "aborting lingering transaction %s (producer %d, epoch %d, open %d ms, "
+                    "state %s) left by query %s",
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    txn.age_ms(),
+                    txn.state,
+                    other,
+                )
+                abort_open_transaction(cluster, txn)
+                continue
+            now = read_decision(cluster, prefix, other, batch=-1)
+            before = decided[other]
+            if now is not None and (before is None or now.time_ms != before.time_ms):
+                raise ConcurrentQueryError(
+                    f"Another live query ({other}) writes with transactionalIdPrefix "
+                    f"'{prefix}' besides this one ({query_id}): give each query its own "
+                    "'transactionalIdPrefix' (transactions of the other query are left alone)"
+                )
+            still.append(txn)
+        pending = still
+        if pending:
+            if time.monotonic() > deadline:  # pragma: no cover - bounded by the age check
+                break
+            time.sleep(_WATCH_S)

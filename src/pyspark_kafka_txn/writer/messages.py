@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -9,7 +10,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from pyspark_kafka_txn.writer.decision import Handle
 
-__all__ = ["COMMITTED", "EMPTY", "FRESH", "PENDING", "Kind", "TaskMessage"]
+__all__ = ["COMMITTED", "EMPTY", "FRESH", "PENDING", "Kind", "TaskMessage", "task_messages"]
 
 Kind = Literal["fresh", "pending", "committed", "empty"]
 #: A transaction prepared by this attempt: the driver records and commits it.
@@ -54,3 +55,9 @@ class TaskMessage(WriterCommitMessage):
     rows: int = 0
     anchor: tuple[str, int] | None = None
     commit_by_ms: int | None = None
+
+
+def task_messages(messages: Sequence[object | None]) -> list[TaskMessage]:
+    """The messages of the tasks that returned one, from what Spark passes the driver's
+    ``commit()`` / ``abort()`` (None for a task that failed)."""
+    return [m for m in messages if isinstance(m, TaskMessage)]

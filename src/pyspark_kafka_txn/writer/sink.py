@@ -2,7 +2,8 @@
 
 * :class:`KafkaStreamWriter` (``df.writeStream.format("kafka_txn")``): each task's
   ``write()`` prepares a transaction, the driver's ``commit(messages, batchId)`` records the
-  decision and commits them all, ``abort()`` aborts them (``writer/commit.py``).
+  decision and commits them all (``writer/commit.py``), ``abort()`` aborts them
+  (``writer/abort.py``).
 * :class:`KafkaBatchWriter` (``df.write.format("kafka_txn")``): the same protocol with a
   job id generated on the driver instead of the query id, and batch id 0.
 
@@ -43,8 +44,9 @@ from pyspark_kafka_txn.options.writer import (
     WriterOptions,
     parse_writer_options,
 )
+from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
-from pyspark_kafka_txn.writer.commit import abort_batch, commit_batch
+from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.schema import check_input_schema
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task

@@ -1,0 +1,126 @@
+"""The driver's ``abort(messages, B)``: end what a failed batch left open.
+
+Spark calls ``abort()`` when the job or ``commit()`` failed (``docs/design.md``, "The
+driver, abort(messages, B)"):
+
+1. with a standing decision for ``B`` (``commit()`` failed after deciding), nothing is
+   aborted: the decision stands and the restart rolls it forward;
+2. otherwise (exactly once) EndTxn(abort) for the fresh handles of the messages;
+3. in both delivery modes, this query's transactions still Ongoing are aborted too (tasks
+   killed when Spark cancelled the failed stage return no handle), and ``abort()`` returns
+   once none of the query's transactions is still completing.
+
+This module owns the driver's abort only; the commit is :mod:`.commit`, finding and
+aborting open transactions is :mod:`.lingering`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import end_transactions
+from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.writer.acls import acl_hints
+from pyspark_kafka_txn.writer.common import TxnState, connect
+from pyspark_kafka_txn.writer.decision import read_decision
+from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.lingering import (
+    OpenTransaction,
+    abort_open_transaction,
+    wait_for_open_transactions,
+)
+from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
+
+__all__ = ["abort_batch"]
+
+log = logging.getLogger(__name__)
+
+
+def abort_batch(
+    options: WriterOptions,
+    messages: Sequence[object | None],
+    batch: int,
+    *,
+    query_id: str | None = None,
+) -> None:
+    """Abort the transactions of ``batch`` unless a decision to commit it stands.
+
+    EndTxn(abort) for the fresh handles of the messages (exactly once); then, in both
+    delivery modes, every transaction of this query still Ongoing is aborted too: a task
+    Spark killed when it cancelled the failed stage returned no message, so no handle
+    names its transaction, and nothing else would end it before its timeout (a batch job
+    never runs again). When this returns, nothing of the batch pins the LSO.
+
+    Parameters
+    ----------
+    options
+        The writer options.
+    messages
+        The tasks' commit messages as Spark passes them (None for a task that failed).
+    batch
+        The batch id (0 for a batch job).
+    query_id
+        The query (or batch job) id when the driver knows it; else the messages' one.
+    """
+    present = task_messages(messages)
+    if query_id is None and present:
+        query_id = present[0].query_id
+    if query_id is None:
+        return  # a streaming batch none of whose tasks returned: its replay re-inits the ids
+    prefix = options.transactional_id_prefix
+    with acl_hints(options), connect(options) as cluster:
+        if options.exactly_once:
+            decision = read_decision(cluster, prefix, query_id, batch=batch)
+            if decision is not None and decision.stands_for(batch):
+                log.warning(
+                    "batch %d of %s was decided before the failure: not aborted; the restart "
+                    "rolls the decision forward",
+                    batch,
+                    query_id,
+                )
+                return
+            _abort_fresh(cluster, present)
+        _abort_unreturned(cluster, prefix, query_id)
+
+
+def _abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
+    """EndTxn(abort) for the transactions the tasks prepared and reported (*fresh*).
+
+    One that cannot be aborted is only logged: the next InitProducerId on its id aborts it.
+    """
+    fresh = [m.handle.transaction for m in present if m.kind == FRESH and m.handle]
+    for tid, result in end_transactions(cluster, fresh, commit=False).items():
+        if isinstance(result, Exception):
+            log.warning("abort of %s failed (its next InitProducerId aborts it): %s", tid, result)
+
+
+def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> None:
+    """Abort this query's Ongoing transactions (tasks of the failed batch left them), then
+    wait, within the client's retry budget, until none of the query's is still completing,
+    so that when ``abort()`` returns nothing of the batch pins the LSO."""
+
+    def still_open(listed: list[OpenTransaction]) -> list[str]:
+        ours = [t for t in listed if query_of(prefix, t.transactional_id) == query_id]
+        for txn in (t for t in ours if t.state == TxnState.ONGOING):
+            log.warning(
+                "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
+                "open (killed before it returned)",
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+            )
+            try:
+                abort_open_transaction(cluster, txn)
+            except KafkaTxnError as exc:
+                log.warning(
+                    "abort of %s failed (the broker aborts it at its timeout): %s",
+                    txn.transactional_id,
+                    exc,
+                )
+                return []  # nothing to wait for: it stays open until its timeout
+        return [t.transactional_id for t in ours]
+
+    wait_for_open_transactions(cluster, prefix, still_open, "transactions of the failed batch")

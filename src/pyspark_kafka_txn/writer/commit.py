@@ -1,30 +1,36 @@
 """The driver's ``commit(messages, B)``: decide, then commit every task's transaction.
 
-1. handles = the recorded handles of a decision for ``B`` (a replay) updated with the
-   fresh and pending handles of the messages;
-2. the decision ``(B, handles)`` is recorded durably (unless the same one already is)
-   **before** the first EndTxn; a new decision is refused (nothing committed, the batch
-   fails and is rewritten on restart) when a fresh transaction is past its
-   ``commit_by_ms``: so close to its timeout that the broker could abort it before its
-   EndTxn, leaving the batch committed in part;
-3. EndTxn(commit) for every handle, pipelined per coordinator; EndTxn is idempotent, so
-   handles a crashed earlier ``commit()`` already ended commit again without harm; then
-   it waits until their markers are written (no transaction of the batch still in
-   PrepareCommit), so that when ``commit()`` returns the whole batch is visible;
-4. a handle that cannot be committed (fenced, timed out) fails the commit loudly with
-   :class:`CommitFailedError` naming the partitions. If *no* transaction of the batch
-   committed or can still commit (typically: EndTxn held up until the broker aborted them
-   all at ``transaction.timeout.ms``), nothing of the batch is visible, so the decision is
-   withdrawn and the replay writes the whole batch again, however Spark distributes its
-   rows. Otherwise the decision stands, and after the restart the lost partitions find
-   neither a committed marker nor an open transaction and write again (exactly once only
-   if the replay puts the same rows in those Spark partitions: use KIP-939 two-phase
-   commit, where prepared transactions never expire, to rule this case out).
+Each step is a function of this module: :func:`_decide_and_commit` calls them in this
+order (exactly once only), so one batch's transactional ids read top to bottom there:
 
-Then the transactions still open under the prefix are listed once, and those the batch
-does not hold are dealt with by :mod:`.lingering`: this query's leftovers
-(:func:`~.lingering.abort_leftovers`), other query ids' lingering ones
-(:func:`~.lingering.abort_lingering`).
+1. ``_gather_handles``: the recorded handles of a decision for ``B`` (a replay) updated
+   with the fresh and pending handles of the messages;
+2. ``_check_in_time`` (a new decision) or ``_check_recorded_not_lost`` (a replay, see 4),
+   then ``_record_decision``: the decision ``(B, handles)`` is recorded durably (unless
+   the same one already is) **before** the first EndTxn; a new decision is refused
+   (nothing committed, the batch fails and is rewritten on restart) when a fresh
+   transaction is past its ``commit_by_ms``: so close to its timeout that the broker
+   could abort it before its EndTxn, leaving the batch committed in part;
+3. ``_commit_transactions``: EndTxn(commit) for every handle, pipelined per coordinator;
+   EndTxn is idempotent, so handles a crashed earlier ``commit()`` already ended commit
+   again without harm;
+4. ``_check_outcome``: a handle that cannot be committed (fenced, timed out) fails the
+   commit loudly with :class:`CommitFailedError` naming the partitions. If *no*
+   transaction of the batch committed or can still commit (typically: EndTxn held up
+   until the broker aborted them all at ``transaction.timeout.ms``), nothing of the batch
+   is visible, so the decision is withdrawn and the replay writes the whole batch again,
+   however Spark distributes its rows. Otherwise the decision stands, and after the
+   restart the lost partitions find neither a committed marker nor an open transaction
+   and write again (exactly once only if the replay puts the same rows in those Spark
+   partitions: use KIP-939 two-phase commit, where prepared transactions never expire, to
+   rule this case out).
+
+Then, in both delivery modes, :func:`commit_batch` waits until the batch's markers are
+written (``_markers_landed``: no transaction of the batch still in PrepareCommit), so
+that when ``commit()`` returns the whole batch is visible; the transactions still open
+under the prefix, as last listed, that the batch does not hold are dealt with by
+:mod:`.lingering`: this query's leftovers (:func:`~.lingering.abort_leftovers`), other
+query ids' lingering ones (:func:`~.lingering.abort_lingering`).
 
 This module owns the driver's commit only; the abort is :mod:`.abort`, what the task
 and the driver both ask of Kafka is :mod:`.common`.
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
@@ -86,7 +92,9 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
     started = time.monotonic()
     with acl_hints(options), connect(options) as cluster:
         decided = (
-            _commit(cluster, options, query_id, batch, present) if options.exactly_once else {}
+            _decide_and_commit(cluster, prefix, query_id, batch, present)
+            if options.exactly_once
+            else {}  # at least once: each task committed its own transaction
         )
         still_open = _markers_landed(cluster, prefix, query_id, decided)
         abort_leftovers(cluster, prefix, query_id, decided, still_open)
@@ -101,67 +109,33 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
     )
 
 
-def _commit(
-    cluster: ClusterClient,
-    options: WriterOptions,
-    query_id: str,
-    batch: int,
-    present: list[TaskMessage],
+def _decide_and_commit(
+    cluster: ClusterClient, prefix: str, query_id: str, batch: int, present: list[TaskMessage]
 ) -> dict[int, Handle]:
-    """Decide and commit; return the batch's handles by Spark partition."""
-    prefix = options.transactional_id_prefix
-    recorded = read_decision(cluster, prefix, query_id, batch=batch)
-    same_batch = recorded is not None and recorded.stands_for(batch)
-    handles: dict[int, Handle] = dict(recorded.handles) if recorded and same_batch else {}
+    """Steps 1 to 4 of the module docstring; return the batch's handles by Spark partition."""
+    last = read_decision(cluster, prefix, query_id, batch=batch)
+    replayed = last if last is not None and last.stands_for(batch) else None
+    handles = _gather_handles(replayed, present)
+    if not handles:
+        return handles
+    if replayed is None:
+        _check_in_time(query_id, batch, present)
+    else:
+        _check_recorded_not_lost(cluster, prefix, query_id, replayed)
+    decision = _record_decision(cluster, prefix, query_id, batch, handles, present, last)
+    failed = _commit_transactions(cluster, handles)
+    _check_outcome(cluster, prefix, query_id, decision, handles, failed)
+    return handles
+
+
+def _gather_handles(replayed: Decision | None, present: list[TaskMessage]) -> dict[int, Handle]:
+    """The batch's handles by Spark partition: those of the decision already recorded for
+    it (``replayed``, when the driver died after deciding) updated with the fresh and
+    pending handles of the messages."""
+    handles: dict[int, Handle] = dict(replayed.handles) if replayed is not None else {}
     for m in present:
         if m.kind in (FRESH, PENDING) and m.handle is not None:
             handles[m.partition] = m.handle
-    if not handles:
-        return handles
-    if same_batch and recorded is not None and recorded.handles:
-        # A replay of a decided batch whose transactions the broker may all have aborted
-        # since (the driver died inside commit(), then they timed out): the tasks wrote
-        # only the recorded partitions, which is not the batch if rows moved.
-        lost = dict(recorded.handles)
-        _withdraw_if_none_committed(
-            cluster, recorded, prefix, query_id, lost,
-            f"the transactions of its recorded commit decision (Spark partitions "
-            f"{sorted(lost)}) were all aborted by the broker before any committed",
-        )  # fmt: skip
-    if not same_batch:
-        _check_in_time(query_id, batch, present)
-    decision = recorded
-    if not same_batch or recorded is None or dict(recorded.handles) != handles:
-        anchor = next((m.anchor for m in present if m.anchor is not None), None)
-        if anchor is None and recorded is not None:
-            anchor = recorded.anchor
-        if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
-            raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
-        decision = write_decision(cluster, prefix, query_id, batch, handles, anchor, recorded)
-    assert decision is not None
-    results = end_transactions(cluster, [h.transaction for h in handles.values()], commit=True)
-    failed = {
-        partition: result
-        for partition, handle in sorted(handles.items())
-        if isinstance(result := results[handle.transaction.transactional_id], Exception)
-    }
-    denied = next((e for e in failed.values() if isinstance(e, AuthorizationError)), None)
-    if denied is not None:
-        # An ACL went missing since the tasks ran: the decision stands, and once the ACL
-        # is back the restart rolls it forward.
-        raise denied
-    if failed:
-        detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
-        _withdraw_if_none_committed(
-            cluster, decision, prefix, query_id, handles,
-            f"no transaction of the batch could be committed ({detail}); the broker ended them",
-        )  # fmt: skip
-        raise CommitFailedError(
-            f"Batch {batch} of query {query_id}: the transactions of Spark partitions "
-            f"{sorted(failed)} could not be committed ({detail}). The commit decision is "
-            "recorded: restart the query from its checkpoint and these partitions are "
-            "written again and committed with the rest; nothing becomes visible twice."
-        )
     return handles
 
 
@@ -185,12 +159,102 @@ def _check_in_time(query_id: str, batch: int, present: list[TaskMessage]) -> Non
         )
 
 
+def _check_recorded_not_lost(
+    cluster: ClusterClient, prefix: str, query_id: str, replayed: Decision
+) -> None:
+    """Refuse to roll forward a recorded decision none of whose transactions committed or
+    can still commit: withdraw it and fail.
+
+    The driver died inside ``commit()`` and the broker may have aborted every recorded
+    transaction since (they timed out): the replay's tasks wrote only the recorded
+    partitions, which is not the batch if rows moved.
+    """
+    if not replayed.handles:
+        return
+    _withdraw_if_none_committed(
+        cluster, replayed, prefix, query_id, replayed.handles,
+        f"the transactions of its recorded commit decision (Spark partitions "
+        f"{sorted(replayed.handles)}) were all aborted by the broker before any committed",
+    )  # fmt: skip
+
+
+def _record_decision(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    batch: int,
+    handles: dict[int, Handle],
+    present: list[TaskMessage],
+    last: Decision | None,
+) -> Decision:
+    """The decision to commit ``handles`` as ``batch``, written durably before the first
+    EndTxn, unless ``last`` (the query's last decision) is already that one.
+
+    It is written for the anchor partition of a task's message, else of ``last``, in the
+    slot ``last`` does not use.
+    """
+    if last is not None and last.stands_for(batch) and dict(last.handles) == handles:
+        return last
+    anchor = next((m.anchor for m in present if m.anchor is not None), None)
+    if anchor is None and last is not None:
+        anchor = last.anchor
+    if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
+        raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
+    return write_decision(cluster, prefix, query_id, batch, handles, anchor, last)
+
+
+def _commit_transactions(
+    cluster: ClusterClient, handles: dict[int, Handle]
+) -> dict[int, Exception]:
+    """EndTxn(commit) for every handle, pipelined per coordinator; return the Spark
+    partitions whose transaction could not be committed, with the error, in order."""
+    results = end_transactions(cluster, [h.transaction for h in handles.values()], commit=True)
+    return {
+        partition: result
+        for partition, handle in sorted(handles.items())
+        if isinstance(result := results[handle.transaction.transactional_id], Exception)
+    }
+
+
+def _check_outcome(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    decision: Decision,
+    handles: dict[int, Handle],
+    failed: dict[int, Exception],
+) -> None:
+    """Fail loudly when a transaction of the batch could not be committed.
+
+    A refused ACL is raised as it is: the decision stands, and once the ACL is back the
+    restart rolls it forward. Otherwise, if no transaction of the batch committed or can
+    still commit, the decision is withdrawn; either way :class:`CommitFailedError` names
+    the partitions.
+    """
+    if not failed:
+        return
+    denied = next((e for e in failed.values() if isinstance(e, AuthorizationError)), None)
+    if denied is not None:
+        raise denied
+    detail = "; ".join(f"partition {p}: {exc}" for p, exc in failed.items())
+    _withdraw_if_none_committed(
+        cluster, decision, prefix, query_id, handles,
+        f"no transaction of the batch could be committed ({detail}); the broker ended them",
+    )  # fmt: skip
+    raise CommitFailedError(
+        f"Batch {decision.batch} of query {query_id}: the transactions of Spark partitions "
+        f"{sorted(failed)} could not be committed ({detail}). The commit decision is "
+        "recorded: restart the query from its checkpoint and these partitions are "
+        "written again and committed with the rest; nothing becomes visible twice."
+    )
+
+
 def _withdraw_if_none_committed(
     cluster: ClusterClient,
     decision: Decision,
     prefix: str,
     query_id: str,
-    handles: dict[int, Handle],
+    handles: Mapping[int, Handle],
     what: str,
 ) -> None:
     """Withdraw ``decision`` and fail if none of ``handles`` committed or still can.
@@ -210,7 +274,7 @@ def _withdraw_if_none_committed(
 
 
 def _none_committed(
-    cluster: ClusterClient, prefix: str, query_id: str, batch: int, handles: dict[int, Handle]
+    cluster: ClusterClient, prefix: str, query_id: str, batch: int, handles: Mapping[int, Handle]
 ) -> bool:
     """Whether no transaction of ``handles`` committed ``batch`` or can still commit it.
 

@@ -273,6 +273,10 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+#: The columns of ``kafka-txn transactions list`` (tab-separated, as :func:`_describe`).
+_COLUMNS = "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\tTIMEOUT_MS"
+
+
 def _describe(txn: OpenTransaction, now_ms: int) -> str:
     parts = ",".join(f"{topic}-{partition}" for topic, partition in txn.partitions) or "-"
     return "\t".join(
@@ -283,6 +287,7 @@ def _describe(txn: OpenTransaction, now_ms: int) -> str:
             str(txn.producer_epoch),
             str(txn.age_ms(now_ms)),
             parts,
+            str(txn.timeout_ms),
         )
     )
 
@@ -349,9 +354,7 @@ def _transactions(args: argparse.Namespace) -> int:
             scope += f" started at least {args.min_age_ms} ms ago"
         if args.action == "list":
             if chosen:
-                sys.stdout.write(
-                    "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\n"
-                )
+                sys.stdout.write(_COLUMNS + "\n")
             for txn in chosen:
                 sys.stdout.write(_describe(txn, now_ms) + "\n")
             sys.stdout.write(f"{len(chosen)} open transaction(s) {scope}\n")

@@ -515,7 +515,17 @@ class Cluster:
             log = self.partition(topic, index)
             if log is None:  # topic deleted meanwhile: nothing to mark
                 continue
-            log.append_marker(producer_id, epoch, commit=commit, coordinator_epoch=0, now_ms=now)
+            try:
+                log.append_marker(
+                    producer_id, epoch, commit=commit, coordinator_epoch=0, now_ms=now
+                )
+            except RecordError as exc:
+                # Only a marker written with WriteTxnMarkers (Kafka's admin abort) with a
+                # higher coordinator epoch fences this coordinator's (always 0) markers;
+                # Kafka's coordinator gives up on such a partition too.
+                logger.warning(
+                    "marker of producer %d on %s-%d refused: %s", producer_id, topic, index, exc
+                )
         self.notifier.fire()
 
     def close(self) -> None:

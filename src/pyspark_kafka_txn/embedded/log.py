@@ -294,14 +294,37 @@ class PartitionLog:
         return None
 
     def append_marker(
-        self, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+        self,
+        producer_id: int,
+        epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+        transaction_version: int = 0,
     ) -> int:
-        """Append a COMMIT/ABORT marker for ``producer_id``; return its offset."""
+        """Append a COMMIT/ABORT marker for ``producer_id``; return its offset.
+
+        Checked as Kafka's ``ProducerAppendInfo.appendEndTxnMarker`` checks a marker: its
+        epoch may not be older than the producer's (a TV2 marker, ``transaction_version``
+        2, must be newer: the coordinator bumped it), else INVALID_PRODUCER_EPOCH; its
+        coordinator epoch may not be older than the last marker's, else
+        TRANSACTION_COORDINATOR_FENCED. A marker without an open transaction of the
+        producer is written all the same (it ends nothing).
+        """
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is not None and (
+            epoch <= entry.epoch if transaction_version >= 2 else epoch < entry.epoch
+        ):
             raise RecordError(
                 ErrorCode.invalid_producer_epoch,
                 f"marker epoch {epoch} older than producer epoch {entry.epoch}",
+            )
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            raise RecordError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"invalid coordinator epoch for {self.topic}-{self.partition}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
             )
         buf = control_batch(
             producer_id=producer_id,
@@ -312,13 +335,22 @@ class PartitionLog:
         )
         header = next(iter_headers(buf))
         offset = self._store(buf, header, now_ms)
-        self._apply_marker(producer_id, epoch, commit, coordinator_epoch, offset)
+        self._apply_marker(producer_id, epoch, commit, coordinator_epoch, offset, now_ms)
         return offset
 
     def _apply_marker(
-        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, offset: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        offset: int,
+        timestamp: int,
     ) -> None:
         entry = self.producers.setdefault(producer_id, ProducerEntry())
+        # The marker's time is the producer's last timestamp (DescribeProducers; what
+        # kafka-transactions find-hanging measures a transaction's age from), as in Kafka.
+        entry.last_timestamp = timestamp
         entry.set_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
         first = entry.txn_first_offset
@@ -393,7 +425,9 @@ class PartitionLog:
             pid = header.producer_id
             if header.is_control:
                 commit = control_type(chunk, next(iter_headers(chunk))) == CONTROL_COMMIT
-                self._apply_marker(pid, header.producer_epoch, commit, -1, base)
+                self._apply_marker(
+                    pid, header.producer_epoch, commit, -1, base, header.max_timestamp
+                )
             elif pid >= 0:
                 self.producers.setdefault(pid, ProducerEntry()).record_batch(
                     header, base, header.max_timestamp

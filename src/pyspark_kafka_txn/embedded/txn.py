@@ -498,7 +498,8 @@ class TransactionCoordinator:
             self._write_markers(meta.producer_id, meta.epoch, commit, sorted(meta.partitions))
         meta.transition_to(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         meta.partitions = set()
-        meta.start_ms = -1
+        # The start time stays (Kafka's prepareComplete keeps txnStartTimestamp):
+        # DescribeTransactions shows it, ListTransactions' duration filter counts it.
         previous = meta.producer_id
         if meta.next_producer_id != NO_PRODUCER_ID:
             # prepareComplete of an overflow: the new id at the initial epoch; the last

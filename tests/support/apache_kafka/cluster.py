@@ -33,8 +33,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.support.apache_kafka.jars import classpath, default_version, has_class
+from tests.support.apache_kafka.jars import classpath, default_version
 from tests.support.apache_kafka.proxy import KafkaProxy, Rule
+from tests.support.apache_kafka.tools import ToolNotFoundError, kafka_tool, run_java
 
 log = logging.getLogger(__name__)
 
@@ -71,33 +72,6 @@ BASE_CONFIG: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
     "controlled.shutdown.enable": "true",
     "log.segment.bytes": str(16 << 20),
-}
-
-#: Kafka's command-line tools: script name -> main classes by release (newest first).
-TOOLS: dict[str, tuple[str, ...]] = {
-    "kafka-acls": ("org.apache.kafka.tools.AclCommand", "kafka.admin.AclCommand"),
-    "kafka-transactions": ("org.apache.kafka.tools.TransactionsCommand",),
-    "kafka-topics": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
-    "kafka-configs": ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
-    "kafka-consumer-groups": (
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        "kafka.admin.ConsumerGroupCommand",
-    ),
-    "kafka-reassign-partitions": (
-        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-        "kafka.admin.ReassignPartitionsCommand",
-    ),
-    "kafka-leader-election": (
-        "org.apache.kafka.tools.LeaderElectionCommand",
-        "kafka.admin.LeaderElectionCommand",
-    ),
-    "kafka-metadata-quorum": ("org.apache.kafka.tools.MetadataQuorumCommand",),
-    "kafka-features": ("org.apache.kafka.tools.FeatureCommand",),
-    "kafka-console-consumer": (
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        "kafka.tools.ConsoleConsumer",
-    ),
-    "kafka-storage": ("kafka.tools.StorageTool",),
 }
 
 LOG4J2 = """\
@@ -522,23 +496,27 @@ class ApacheKafka:
 
     def java(self, main: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         """Run a class of the release's jars to completion (a tool, the storage format)."""
-        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath(self.version)]
-        cmd += [f"-Dlog4j2.configurationFile={self._tool_log4j()}", main, *args]
         kw.setdefault("timeout", START_TIMEOUT_S)
-        return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
+        return run_java(main, *args, version=self.version, log4j=self._tool_log4j(), **kw)
 
     def tool(
         self, script: str, *args: str, user: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's command-line tools (``kafka-acls``, ``kafka-transactions``, ...)
-        against this cluster, as ``user`` on a secured cluster."""
-        main = next((c for c in TOOLS[script] if has_class(self.version, c)), None)
-        if main is None:
-            raise KafkaLaunchError(f"Kafka {self.version} has no {script} tool")
-        conf = ["--command-config", str(self.admin_properties(user))]
-        if script == "kafka-console-consumer":
-            conf = ["--consumer.config", conf[1]]
-        return self.java(main, "--bootstrap-server", self.bootstrap_servers, *conf, *args)
+        against this cluster, as ``user`` on a secured cluster
+        (:func:`~tests.support.apache_kafka.tools.kafka_tool` with its client properties)."""
+        try:
+            return kafka_tool(
+                script,
+                self.bootstrap_servers,
+                *args,
+                version=self.version,
+                command_config=self.admin_properties(user),
+                log4j=self._tool_log4j(),
+                timeout_s=START_TIMEOUT_S,
+            )
+        except ToolNotFoundError as exc:
+            raise KafkaLaunchError(str(exc)) from None
 
     def _tool_log4j(self) -> Path:
         path = self.workdir / "tools-log4j2.properties"

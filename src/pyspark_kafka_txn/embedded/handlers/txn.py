@@ -1,5 +1,5 @@
 """Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-TxnOffsetCommit, DescribeTransactions, ListTransactions."""
+WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pyspark_kafka_txn.embedded.protocol import (
     partition_entries,
     response_module,
 )
+from pyspark_kafka_txn.embedded.records import RecordError
 from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
 from pyspark_kafka_txn.wire import (
     ADD_OFFSETS_TO_TXN,
@@ -33,6 +34,7 @@ from pyspark_kafka_txn.wire import (
     INIT_PRODUCER_ID,
     LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
 )
 
 INIT_PRODUCER_ID_2PC_VERSION = 6  # KIP-939; latestVersionUnstable in Kafka 4.3
@@ -329,8 +331,88 @@ def txn_offset_commit_error(ctx: Context, req: Any, code: ErrorCode) -> Any:
     return commit_response(ctx, req, TXN_OFFSET_COMMIT, lambda _topic, _p: code)
 
 
+def write_txn_markers(ctx: Context, req: Any) -> Any:
+    """WriteTxnMarkers v1-2: write COMMIT/ABORT markers to partitions this node leads.
+
+    The request a transaction coordinator sends to partition leaders, and the one Kafka's
+    admin client sends for ``abortTransaction`` (``kafka-transactions.sh abort``): it ends
+    a producer's open transaction on each named partition (an ABORT marker unpins the
+    LSO), whatever the coordinator's state of that transaction, which it does not
+    change. Per partition, as Kafka's ``handleWriteTxnMarkersRequest``: an unknown
+    partition is UNKNOWN_TOPIC_OR_PARTITION, one led elsewhere NOT_LEADER_OR_FOLLOWER; the
+    marker's epoch older than the producer's (not newer, for a v2 marker of transaction
+    version 2) is INVALID_PRODUCER_EPOCH; an older coordinator epoch than the last
+    marker's TRANSACTION_COORDINATOR_FENCED. A marker on ``__consumer_offsets`` completes
+    the producer's staged offset commits. ACLs: ALTER or CLUSTER_ACTION on the cluster,
+    else every partition CLUSTER_AUTHORIZATION_FAILED.
+    """
+    mod = response_module(WRITE_TXN_MARKERS, ctx.version)
+    cluster = ctx.cluster
+    authorized = ctx.cluster_allowed(Operation.ALTER) or ctx.cluster_allowed(
+        Operation.CLUSTER_ACTION
+    )
+    now = cluster.now_ms()
+    written = False
+
+    def write(marker: Any, topic: str, index: int) -> ErrorCode:
+        nonlocal written
+        if not authorized:
+            return ErrorCode.cluster_authorization_failed
+        log = cluster.partition(topic, index)
+        if log is None:
+            return ErrorCode.unknown_topic_or_partition
+        if cluster.leader(topic, index) != ctx.node_id:
+            return ErrorCode.not_leader_or_follower
+        commit = bool(marker.transaction_result)
+        if topic == OFFSETS_TOPIC:
+            cluster.offsets.complete(index, marker.producer_id, commit)
+            return ErrorCode.none
+        try:
+            log.append_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                commit=commit,
+                coordinator_epoch=marker.coordinator_epoch,
+                now_ms=now,
+                transaction_version=getattr(marker, "transaction_version", 0),
+            )
+        except RecordError as exc:
+            return exc.code
+        written = True
+        return ErrorCode.none
+
+    results = tuple(
+        build(
+            mod.WritableTxnMarkerResult,
+            producer_id=marker.producer_id,
+            topics=tuple(
+                build(
+                    mod.WritableTxnMarkerTopicResult,
+                    name=topic.name,
+                    partitions=tuple(
+                        build(
+                            mod.WritableTxnMarkerPartitionResult,
+                            partition_index=index,
+                            error_code=write(marker, topic.name, index),
+                        )
+                        for index in topic.partition_indexes
+                    ),
+                )
+                for topic in marker.topics
+            ),
+        )
+        for marker in req.markers
+    )
+    if written:
+        cluster.notifier.fire()  # long-polling read_committed fetches see the new LSO
+    return build(mod.WriteTxnMarkersResponse, markers=results)
+
+
 def describe_transactions(ctx: Context, req: Any) -> Any:
     """DescribeTransactions v0: state, timeout, start time, producer id/epoch, partitions.
+
+    The start time is the last transaction's, also once it completed (CompleteCommit,
+    CompleteAbort), as Kafka keeps it; -1 when Empty (after InitProducerId).
 
     Unknown (or expired) ids: TRANSACTIONAL_ID_NOT_FOUND; empty id: INVALID_REQUEST;
     ids coordinated by another node: NOT_COORDINATOR. ACLs: DESCRIBE on the
@@ -362,7 +444,7 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
                 transactional_id=tid,
                 transaction_state=meta.state.value if meta else "",
                 transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
-                # Not nullable: -1 (no open transaction, or an error) is 1 ms before the epoch.
+                # Not nullable: -1 (Empty, or an error) is 1 ms before the epoch.
                 transaction_start_time=datetime.datetime.fromtimestamp(
                     (meta.start_ms if meta and meta.start_ms >= 0 else -1) / 1000,
                     tz=datetime.UTC,
@@ -386,8 +468,10 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     """ListTransactions v0-1: the transactions this node coordinates, filtered.
 
     Filters are AND-ed: state names (unknown ones echoed in ``unknown_state_filters``),
-    producer ids, and (v1) a minimum running duration. Dead ids are never listed, nor
-    ids the principal may not DESCRIBE.
+    producer ids, and (v1) a minimum running duration, measured as Kafka measures it
+    from the last transaction's start time, kept after its completion; an id without one
+    (Empty: -1) passes every duration. Dead ids are never listed, nor ids the principal
+    may not DESCRIBE.
     """
     mod = response_module(LIST_TRANSACTIONS, ctx.version)
     valid = {s.value for s in TxnState}
@@ -406,7 +490,8 @@ def list_transactions(ctx: Context, req: Any) -> Any:
             continue
         if pids and meta.producer_id not in pids:
             continue
-        if duration_ms >= 0 and not (meta.start_ms >= 0 and now - meta.start_ms > duration_ms):
+        # Kafka's test: now - start > filter, also for the start of -1 (Empty: listed).
+        if duration_ms >= 0 and not now - meta.start_ms > duration_ms:
             continue
         rows.append(
             build(
@@ -455,6 +540,7 @@ SPECS = (
     ),
     ApiSpec(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn, add_offsets_error),
     ApiSpec(END_TXN, "EndTxn", 0, 5, end_txn, end_txn_error),
+    ApiSpec(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 2, write_txn_markers),
     ApiSpec(
         TXN_OFFSET_COMMIT,
         "TxnOffsetCommit",

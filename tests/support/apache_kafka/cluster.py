@@ -24,6 +24,8 @@ import os
 import shutil
 import signal
 import socket
+import ssl
+import struct
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,9 @@ from tests.support.apache_kafka.proxy import KafkaProxy, Rule
 from tests.support.apache_kafka.tools import ToolNotFoundError, kafka_tool, run_java
 
 log = logging.getLogger(__name__)
+
+#: ApiVersions' API key (the launcher does not import the package under test).
+API_VERSIONS_KEY = 18
 
 #: How long a node may take to start (JVM start, log recovery, joining the quorum) before
 #: the launcher gives up; generous for a loaded 2-core machine.
@@ -64,8 +69,9 @@ BASE_CONFIG: dict[str, str] = {
     "num.recovery.threads.per.data.dir": "1",
     "log.cleaner.threads": "1",
     "log.cleaner.dedupe.buffer.size": str(8 << 20),
-    "offsets.topic.num.partitions": "10",
-    "transaction.state.log.num.partitions": "10",
+    # Kafka's default of 50 partitions for __consumer_offsets and __transaction_state,
+    # as the embedded cluster: which partition a group or transactional id lands on shows
+    # in DescribeTransactions (tests/broker/test_differential.py compares it).
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "300",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
@@ -579,8 +585,10 @@ class ApacheKafka:
         return self
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Return once every live node is a registered, unfenced broker (asked of the
-        cluster with Metadata) and the group and transaction coordinators answer."""
+        """Return once every live node is a registered broker (asked of the cluster with
+        Metadata) and answers requests itself (ApiVersions on its own listener: a node
+        restarted after SIGKILL is still listed by the others until its session expires,
+        and opens its listener only once unfenced)."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout_s
@@ -594,9 +602,13 @@ class ApacheKafka:
             try:
                 md = admin.list_topics(timeout=5)
                 brokers = set(md.brokers)
-                if want <= brokers:
+                silent = [n.node_id for n in self.nodes if n.alive and not self._answers(n)]
+                if want <= brokers and not silent:
                     return
-                last = f"brokers in metadata: {sorted(brokers)}, waiting for {sorted(want)}"
+                last = (
+                    f"brokers in metadata: {sorted(brokers)}, waiting for {sorted(want)}; "
+                    f"not answering yet: {silent}"
+                )
             except Exception as exc:  # noqa: BLE001 - retried until the deadline
                 last = exc
             if time.monotonic() > deadline:
@@ -605,6 +617,21 @@ class ApacheKafka:
                     + "\n".join(n.log_tail(20) for n in self.nodes)
                 )
             time.sleep(0.2)
+
+    def _answers(self, node: Node) -> bool:
+        """Whether ``node`` answers an ApiVersions v0 request on its client listener."""
+        try:
+            with socket.create_connection(("127.0.0.1", node.port), timeout=2) as raw:
+                if self.security.protocol != "SSL":
+                    return _api_versions_ok(raw)
+                assert self.security.tls_dir is not None
+                tls = ssl.create_default_context(cafile=str(self.security.tls_dir / "ca.pem"))
+                tls.check_hostname = False
+                tls.load_cert_chain(str(self.security.tls_dir / "client.pem"))
+                with tls.wrap_socket(raw) as wrapped:
+                    return _api_versions_ok(wrapped)
+        except (OSError, ssl.SSLError):
+            return False
 
     def _wait_coordinators(self) -> None:
         # A transactional producer's first InitProducerId creates __transaction_state and
@@ -723,6 +750,21 @@ class ApacheKafka:
         if exc is not None:
             self.keep_logs = True
         self.close()
+
+
+def _api_versions_ok(sock: socket.socket) -> bool:
+    """One ApiVersions v0 round trip on ``sock``: answered without error?"""
+    client_id = b"launcher"
+    body = struct.pack(">hhih", API_VERSIONS_KEY, 0, 1, len(client_id)) + client_id
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    head = b""
+    while len(head) < 10:  # size, correlation id, error code
+        chunk = sock.recv(10 - len(head))
+        if not chunk:
+            return False
+        head += chunk
+    _, correlation, error = struct.unpack(">iih", head)
+    return bool(correlation == 1 and error == 0)
 
 
 def _pkcs8(pem: Path, workdir: Path) -> Path:

@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat bench chaos clean
+.PHONY: demo test lint check-python venv kcat maven bench chaos compat clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -23,6 +23,13 @@ kcat:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 
+# Apache Kafka's jars come from Maven Central through Maven (tests/support/apache_kafka).
+maven:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "installing maven (Debian package)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench notebooks
 	$(VENV)/bin/ruff format --check src tests bench notebooks
@@ -30,12 +37,30 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$d; s=$$?; rm -rf $$d; exit $$s
 
-test: lint kcat
+# The Apache Kafka leg: every test of these directories that talks to the session's
+# cluster, against a single-node Apache Kafka ($(APACHE_KAFKA_TESTS)).
+APACHE_KAFKA_TESTS := tests/spark tests/client tests/broker tests/reader
+
+test: lint kcat maven
 	$(PY) -m pytest
 	# The Spark tests again with separate executor JVMs, then through Spark Connect
 	# (tests that run their own Spark in a child process ran once above).
 	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark -m "not own_spark"
 	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark"
+	# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
+	KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
+
+# The Spark and writer tests against a matrix of Apache Kafka releases, node counts and
+# transaction versions (not in CI: about an hour). `make compat COMPAT="4.0.2:3:1"` runs
+# one cell (version:nodes:transaction.version; tv "-" keeps the release's default).
+COMPAT ?= 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
+compat: $(STAMP) kcat maven
+	@set -e; for cell in $(COMPAT); do \
+	  v=$${cell%%:*}; rest=$${cell#*:}; n=$${rest%%:*}; tv=$${rest#*:}; [ "$$tv" = - ] && tv=; \
+	  echo "== Apache Kafka $$v, $$n node(s), transaction.version $${tv:-default}"; \
+	  KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
+	    KAFKA_TXN_APACHE_TV=$$tv $(PY) -m pytest -q tests/spark tests/client; \
+	done
 
 demo: $(STAMP)
 	$(PY) -m pyspark_kafka_txn demo

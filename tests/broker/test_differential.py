@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -155,25 +156,40 @@ def _add_partition(side: Side, names: Names, label: str, pid: int, epoch: int) -
     )
 
 
-def _end_offsets(side: Side, names: Names, isolation: int) -> Callable[..., object]:
-    return lambda **_: side.send(
-        LIST_OFFSETS,
-        7,
-        replica_id=-1,
-        isolation_level=isolation,
-        topics=[
-            {
-                "name": names.topic,
-                "partitions": [
-                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": LATEST}
-                ],
-            }
-        ],
+def _end_txn(
+    side: Side,
+    names: Names,
+    label: str,
+    pid: int,
+    epoch: int,
+    committed: bool,
+    version: int = 4,
+) -> Any:
+    return side.call(
+        label,
+        END_TXN,
+        version,
+        transactional_id=names.tid,
+        producer_id=pid,
+        producer_epoch=epoch,
+        committed=committed,
     )
 
 
-def _list_offsets(side: Side, names: Names, label: str, isolation: int) -> int:
-    answer = side.record(label, _end_offsets(side, names, isolation)())
+def _offsets_request(names: Names, isolation: int, timestamp: int = LATEST) -> dict[str, Any]:
+    """ListOffsets v7 fields: partition 0 of the scenario's topic at ``timestamp``."""
+    partition = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+    return {
+        "replica_id": -1,
+        "isolation_level": isolation,
+        "topics": [{"name": names.topic, "partitions": [partition]}],
+    }
+
+
+def _list_offsets(
+    side: Side, names: Names, label: str, isolation: int, timestamp: int = LATEST
+) -> int:
+    answer = side.call(label, LIST_OFFSETS, 7, **_offsets_request(names, isolation, timestamp))
     return int(answer.topics[0].partitions[0].offset)
 
 
@@ -184,16 +200,7 @@ def _wait_lso(side: Side, names: Names, offset: int) -> None:
         LIST_OFFSETS,
         7,
         lambda a: int(a.topics[0].partitions[0].offset) >= offset,
-        replica_id=-1,
-        isolation_level=READ_COMMITTED,
-        topics=[
-            {
-                "name": names.topic,
-                "partitions": [
-                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": LATEST}
-                ],
-            }
-        ],
+        **_offsets_request(names, READ_COMMITTED),
     )
 
 
@@ -270,15 +277,7 @@ def prepared_then_committed_by_another_process(side: Side, names: Names) -> None
     _list_offsets(side, names, "ListOffsets read_uncommitted, open", READ_UNCOMMITTED)
     _describe(side, names, "DescribeTransactions, open")
     _list_mine(side, names, "ListTransactions Ongoing, open", "Ongoing")
-    side.call(
-        "EndTxn commit from another connection",
-        END_TXN,
-        4,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=True,
-    )
+    _end_txn(side, names, "EndTxn commit from another connection", pid, epoch, True)
     _wait_lso(side, names, 3)
     _offset_fetch(side, names, "OffsetFetch RequireStable, committed")
     _list_offsets(side, names, "ListOffsets read_committed, committed", READ_COMMITTED)
@@ -297,15 +296,7 @@ def open_transaction_fenced_by_a_new_producer(side: Side, names: Names) -> None:
     _wait_lso(side, names, 2)
     _describe(side, names, "DescribeTransactions after the fence")
     _produce(side, names, "Produce of the fenced producer", pid, epoch, 1, [b"late"])
-    side.call(
-        "EndTxn commit of the fenced producer",
-        END_TXN,
-        4,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=True,
-    )
+    _end_txn(side, names, "EndTxn commit of the fenced producer", pid, epoch, True)
     _list_offsets(side, names, "ListOffsets read_committed", READ_COMMITTED)
 
 
@@ -315,27 +306,11 @@ def aborted_transactions_of_a_fetch(side: Side, names: Names) -> None:
     pid, epoch = _init(side, names, "InitProducerId")
     _add_partition(side, names, "AddPartitionsToTxn", pid, epoch)
     _produce(side, names, "Produce (to be aborted)", pid, epoch, 0, [b"x", b"y", b"z"])
-    side.call(
-        "EndTxn abort",
-        END_TXN,
-        4,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=False,
-    )
+    _end_txn(side, names, "EndTxn abort", pid, epoch, False)
     _wait_lso(side, names, 4)
     _add_partition(side, names, "AddPartitionsToTxn (second)", pid, epoch)
     _produce(side, names, "Produce (to be committed)", pid, epoch, 3, [b"ok"])
-    side.call(
-        "EndTxn commit",
-        END_TXN,
-        4,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=True,
-    )
+    _end_txn(side, names, "EndTxn commit", pid, epoch, True)
     _wait_lso(side, names, 6)
     answer = side.send(
         FETCH,
@@ -386,37 +361,21 @@ def epoch_bumps_of_transaction_version_2(side: Side, names: Names) -> None:
     EndTxn with the epoch before the bump, the other outcome with it."""
     pid, epoch = _init(side, names, "InitProducerId v5", version=5)
     _produce(side, names, "Produce v12 (partition added implicitly)", pid, epoch, 0, [b"a"], 12)
-    end = side.call(
-        "EndTxn v5 commit",
-        END_TXN,
-        5,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=True,
-    )
+    end = _end_txn(side, names, "EndTxn v5 commit", pid, epoch, True, version=5)
     _wait_lso(side, names, 2)
     for label, committed in (("retried", True), ("the other outcome", False)):
-        side.call(
+        _end_txn(
+            side,
+            names,
             f"EndTxn v5 {label} with the epoch before the bump",
-            END_TXN,
-            5,
-            transactional_id=names.tid,
-            producer_id=pid,
-            producer_epoch=epoch,
-            committed=committed,
+            pid,
+            epoch,
+            committed,
+            version=5,
         )
     bumped = int(end.producer_epoch)
     _produce(side, names, "Produce v12, next transaction", pid, bumped, 0, [b"b"], 12)
-    side.call(
-        "EndTxn v5 abort",
-        END_TXN,
-        5,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=bumped,
-        committed=False,
-    )
+    _end_txn(side, names, "EndTxn v5 abort", pid, bumped, False, version=5)
     _wait_lso(side, names, 4)
     _describe(side, names, "DescribeTransactions after the abort")
 
@@ -469,15 +428,7 @@ def decision_record_and_metadata(side: Side, names: Names) -> None:
         0,
         topics=[{"name": names.topic, "partition_indexes": [0]}],
     )
-    side.call(
-        "EndTxn commit",
-        END_TXN,
-        4,
-        transactional_id=names.tid,
-        producer_id=pid,
-        producer_epoch=epoch,
-        committed=True,
-    )
+    _end_txn(side, names, "EndTxn commit", pid, epoch, True)
     _wait_lso(side, names, 4)
     side.call(
         "DeleteRecords before offset 2",
@@ -486,19 +437,7 @@ def decision_record_and_metadata(side: Side, names: Names) -> None:
         topics=[{"name": names.topic, "partitions": [{"partition_index": 0, "offset": 2}]}],
         timeout=timedelta(seconds=30),
     )
-    side.call(
-        "ListOffsets EARLIEST after DeleteRecords",
-        LIST_OFFSETS,
-        7,
-        replica_id=-1,
-        isolation_level=READ_COMMITTED,
-        topics=[
-            {
-                "name": names.topic,
-                "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}],
-            }
-        ],
-    )
+    _list_offsets(side, names, "ListOffsets EARLIEST after DeleteRecords", READ_COMMITTED, -2)
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
@@ -80,6 +81,27 @@ def _producer_id(bootstrap: str, tid: str) -> tuple[int, int]:
     return described.producer_id, described.producer_epoch
 
 
+def _crosses_rotation(
+    bs: str,
+    source: str,
+    sink: str,
+    start: Callable[[], StreamingQuery],
+    expected: Counter[bytes],
+    before: dict[str, tuple[int, int]],
+) -> None:
+    """Six more batches: each task's InitProducerId and EndTxn bump the epoch twice, so
+    every transactional id of ``before`` (its producer id and epoch) passes the exhausted
+    epoch (32766) and gets a new producer id; every record exactly once."""
+    expected += _fill(bs, source, "b", 6)
+    again = start()
+    completes(again)
+    assert len(again.recentProgress) >= 6
+    for tid, (pid, _) in before.items():
+        after = _producer_id(bs, tid)
+        assert after[0] != pid, (tid, before[tid], after)  # the producer id rotated
+    _exactly(bs, sink, expected)
+
+
 @pytest.mark.embedded_only("starts producer ids a few epochs short of exhaustion")
 def test_running_query_crosses_producer_id_rotations(
     spark: SparkSession, rollover_cluster: EmbeddedKafka, tmp_path: Path
@@ -97,15 +119,7 @@ def test_running_query_crosses_producer_id_rotations(
     tid = f"{prefix}{first.id}-0"
     before = _producer_id(bs, tid)
     assert before[1] >= START_EPOCH
-
-    # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice.
-    expected += _fill(bs, source, "b", 6)
-    again = start()
-    completes(again)
-    assert len(again.recentProgress) >= 6
-    after = _producer_id(bs, tid)
-    assert after[0] != before[0], (before, after)  # the producer id rotated
-    _exactly(bs, sink, expected)
+    _crosses_rotation(bs, source, sink, start, expected, {tid: before})
 
 
 def test_query_crosses_the_rotation_after_real_epoch_bumps(
@@ -122,17 +136,7 @@ def test_query_crosses_the_rotation_after_real_epoch_bumps(
     tids = [f"{prefix}{first.id}-{p}" for p in range(2)]
     before = {tid: bump_epoch(bs, tid, START_EPOCH) for tid in tids}
     assert all(epoch == START_EPOCH for _, epoch in before.values()), before
-
-    # Six more batches: each task's InitProducerId and EndTxn bump the epoch twice, so
-    # every id passes the exhausted epoch (32766) and gets a new producer id.
-    expected += _fill(bs, source, "b", 6)
-    again = start()
-    completes(again)
-    assert len(again.recentProgress) >= 6
-    for tid in tids:
-        after = _producer_id(bs, tid)
-        assert after[0] != before[tid][0], (tid, before[tid], after)  # rotated
-    _exactly(bs, sink, expected)
+    _crosses_rotation(bs, source, sink, start, expected, before)
 
 
 def test_cluster_restart_while_a_batch_is_half_written(

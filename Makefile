@@ -69,8 +69,9 @@ demo: $(STAMP)
 # seed again with `make chaos SEED=17`. Writes chaos-report/report.md and report.json.
 SEEDS    ?= 5
 DURATION ?= 60
+KAFKA    ?= embedded
 chaos: $(STAMP)
-	$(PY) -m tests.chaos.run --duration $(DURATION) $(if $(SEED),--seed $(SEED),--seeds $(SEEDS))
+	$(PY) -m tests.chaos.run --kafka $(KAFKA) --duration $(DURATION) $(if $(SEED),--seed $(SEED),--seeds $(SEEDS))
 
 bench: $(STAMP)
 	$(PY) bench/broker_throughput.py

@@ -1,12 +1,17 @@
 """A seeded fault schedule: which faults, when, on what cluster shape.
 
-Everything random in a chaos run is drawn here from the seed, so a seed and a duration
-reproduce a run's plan (not its timing: Spark and the machine decide that).
+Everything random in a chaos run is drawn here from the seed, so a seed, a duration and a
+target (the embedded cluster or Apache Kafka) reproduce a run's plan (not its timing: Spark
+and the machine decide that). Each target has its own fault kinds: the embedded cluster
+can answer a chosen error code, move leaders and coordinators on request and start its
+producer epochs near exhaustion; Apache Kafka can be killed, hung and failed over node by
+node, and its request faults come from the proxies in front of its nodes.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,6 +32,31 @@ KINDS: dict[str, int] = {
     "input_txn_timeout": 2,  # an input producer stalls until the broker aborts its transaction
     "output_txn_timeout": 4,  # EndTxn held back until the writer's transactions time out
 }
+#: Fault kinds on a three-node Apache Kafka cluster and their weights. Faults Kafka cannot
+#: produce (an error code chosen by the test, a moved leader or coordinator on request)
+#: have no place here; the proxies in front of the nodes hold, delay and lose requests.
+APACHE_KINDS: dict[str, int] = {
+    "task_exception": 2,
+    "worker_kill": 2,
+    "driver_kill": 2,
+    "driver_kill_after_decision": 3,  # EndTxn held by the proxies, then SIGKILL
+    "driver_kill_before_decision": 2,  # OffsetCommit (the decision) held, then SIGKILL
+    "node_kill": 4,  # kill -9 of the output leader's or a writer coordinator's node, restart
+    "node_pause": 2,  # SIGSTOP of such a node for some seconds, then SIGCONT
+    "controller_kill": 2,  # kill -9 of the active KRaft controller, then restart
+    "drop_connections": 2,  # every connection through the proxies cut
+    "lost_responses": 2,  # requests executed, their connection cut before the answer
+    "delays": 2,  # requests held back by the proxies
+    "input_txn_timeout": 2,
+    "output_txn_timeout": 4,  # EndTxn held until the broker aborts the writer's transactions
+}
+#: The targets a plan can be drawn for.
+TARGETS = ("embedded", "apache")
+#: Apache Kafka plans run on three nodes.
+APACHE_NODES = 3
+#: The nodes a ``node_kill`` or ``node_pause`` hits: the leader of an output partition,
+#: or the transaction coordinator of one of the writer's transactional ids.
+NODE_ROLES = ("output_leader", "txn_coordinator")
 MULTI_BROKER_ONLY = {"leader_move", "coordinator_move"}
 #: Kinds that need the writer's transactions to expire (no KIP-939 two-phase commit).
 TIMEOUT_ONLY = {"output_txn_timeout"}
@@ -72,31 +102,65 @@ class Plan:
     #: Independent transactional producers writing the input at the same time.
     input_producers: int = 1
     #: The writer's transaction timeout with two-phase commit off (its transactions can
-    #: expire), or ``None``: KIP-939 two-phase commit, prepared transactions never expire.
+    #: expire), or ``None``: KIP-939 two-phase commit, prepared transactions never expire
+    #: (on a broker without KIP-939: the writer's default timeout, 15 min).
     writer_txn_timeout_ms: int | None = None
+    #: The cluster the plan was drawn for: ``embedded`` or ``apache``.
+    target: str = "embedded"
+    #: Apache Kafka: the ``transaction.version`` its cluster is formatted with.
+    transaction_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def draw(seed: int, duration_s: float) -> Plan:
+def draw(
+    seed: int,
+    duration_s: float,
+    target: str = "embedded",
+    kinds: Sequence[str] | None = None,
+) -> Plan:
+    """The plan of ``seed`` for ``target``.
+
+    Parameters
+    ----------
+    seed
+        Everything random in the plan comes from it.
+    duration_s
+        Seconds of input; the faults fall in its first three quarters.
+    target
+        ``embedded`` (1 or 3 brokers, the faults of :data:`KINDS`) or ``apache`` (three
+        nodes, the faults of :data:`APACHE_KINDS`).
+    kinds
+        A fixed fault list instead of the drawn one: these kinds in this order, evenly
+        spaced in time, their parameters still drawn from the seed (a kind the plan's
+        cluster cannot produce is refused).
+
+    Returns
+    -------
+    Plan
+        The cluster shape, the query's settings and the faults.
+
+    Raises
+    ------
+    ValueError
+        For an unknown target, or a fixed kind the target cannot produce.
+    """
+    if target == "apache":
+        return _draw_apache(seed, duration_s, kinds)
+    if target != "embedded":
+        raise ValueError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
     rng = random.Random(seed)
     brokers = rng.choice([1, 3])
-    expiring = rng.random() < 0.4
-    kinds = [
+    expiring = rng.random() < 0.4 or bool(kinds and TIMEOUT_ONLY & set(kinds))
+    allowed = [
         k
         for k in KINDS
         if (brokers > 1 or k not in MULTI_BROKER_ONLY) and (expiring or k not in TIMEOUT_ONLY)
     ]
-    weights = [KINDS[k] for k in kinds]
     # About one fault every 6 s, none in the last quarter (the query must catch up).
-    count = max(2, round(duration_s / 6))
-    faults = []
-    for _ in range(count):
-        kind = rng.choices(kinds, weights)[0]
-        at = round(rng.uniform(2.0, duration_s * 0.75), 1)
-        faults.append(Fault(at, kind, _params(rng, kind, brokers)))
-    faults.sort(key=lambda f: f.at_s)
+    count = len(kinds) if kinds else max(2, round(duration_s / 6))
+    faults = _faults(rng, KINDS, allowed, count, duration_s, brokers, kinds)
     return Plan(
         seed=seed,
         duration_s=duration_s,
@@ -105,10 +169,59 @@ def draw(seed: int, duration_s: float) -> Plan:
         output_partitions=rng.randint(2, 4),
         repartitions=tuple(rng.randint(2, 5) for _ in range(1 + count)),
         initial_producer_epoch=32_760 if rng.random() < 0.3 else 0,
-        faults=tuple(faults),
+        faults=faults,
         input_producers=rng.randint(1, 3),
         writer_txn_timeout_ms=WRITER_TXN_TIMEOUT_MS if expiring else None,
     )
+
+
+def _draw_apache(seed: int, duration_s: float, kinds: Sequence[str] | None) -> Plan:
+    rng = random.Random(f"apache-{seed}")
+    expiring = rng.random() < 0.4 or bool(kinds and TIMEOUT_ONLY & set(kinds))
+    allowed = [k for k in APACHE_KINDS if expiring or k not in TIMEOUT_ONLY]
+    count = len(kinds) if kinds else max(2, round(duration_s / 6))
+    faults = _faults(rng, APACHE_KINDS, allowed, count, duration_s, APACHE_NODES, kinds)
+    return Plan(
+        seed=seed,
+        duration_s=duration_s,
+        brokers=APACHE_NODES,
+        input_partitions=rng.randint(2, 4),
+        output_partitions=rng.randint(2, 4),
+        repartitions=tuple(rng.randint(2, 5) for _ in range(1 + count)),
+        initial_producer_epoch=0,  # Kafka has no setting to start epochs elsewhere
+        faults=faults,
+        input_producers=rng.randint(1, 3),
+        writer_txn_timeout_ms=WRITER_TXN_TIMEOUT_MS if expiring else None,
+        target="apache",
+        transaction_version=rng.choice([1, 2]),
+    )
+
+
+def _faults(
+    rng: random.Random,
+    weighted: dict[str, int],
+    allowed: list[str],
+    count: int,
+    duration_s: float,
+    brokers: int,
+    fixed: Sequence[str] | None,
+) -> tuple[Fault, ...]:
+    faults = []
+    if fixed:
+        refused = [k for k in fixed if k not in allowed]
+        if refused:
+            raise ValueError(f"fault kinds {refused} are not among this target's: {allowed}")
+        for i, kind in enumerate(fixed):
+            at = round(duration_s * 0.75 * (i + 1) / (len(fixed) + 1), 1)
+            faults.append(Fault(at, kind, _params(rng, kind, brokers)))
+        return tuple(faults)
+    weights = [weighted[k] for k in allowed]
+    for _ in range(count):
+        kind = rng.choices(allowed, weights)[0]
+        at = round(rng.uniform(2.0, duration_s * 0.75), 1)
+        faults.append(Fault(at, kind, _params(rng, kind, brokers)))
+    faults.sort(key=lambda f: f.at_s)
+    return tuple(faults)
 
 
 def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
@@ -139,4 +252,18 @@ def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
         return {"delay_s": round(rng.uniform(0.0, 1.5), 2)}
     if kind == "input_txn_timeout":
         return {"records": rng.randint(1, 60), "timeout_ms": rng.choice([1000, 2000, 4000])}
+    if kind == "node_kill":
+        return {
+            "node": rng.choice(NODE_ROLES),
+            "partition": rng.randint(0, 4),
+            "down_s": round(rng.uniform(0.5, 12.0), 1),
+        }
+    if kind == "node_pause":
+        return {
+            "node": rng.choice(NODE_ROLES),
+            "partition": rng.randint(0, 4),
+            "seconds": round(rng.uniform(2.0, 12.0), 1),
+        }
+    if kind == "controller_kill":
+        return {"down_s": round(rng.uniform(0.5, 12.0), 1)}
     return {}

@@ -3,14 +3,19 @@
 The 50-seed soak runs by hand (``make chaos SEEDS=50``); CI runs one short seed so that
 the harness itself keeps working: seed 183, which found the writer losing a batch's rows
 when the broker aborted all its decided transactions at their timeout and the replay
-partitioned them differently (220 records lost before the fix).
+partitioned them differently (220 records lost before the fix). On Apache Kafka (three
+nodes) CI runs one short seed with a fixed fault list, and the proxies' faults the Apache
+plans use are tested against a stand-in broker.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -20,6 +25,8 @@ from confluent_kafka import Producer
 from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
+from tests.support.apache_kafka import free_port
+from tests.support.apache_kafka.proxy import KafkaProxy
 from tests.support.clients import txn_producer
 from tests.support.target import KafkaTarget
 
@@ -104,6 +111,74 @@ def test_one_seed_exactly_once(tmp_path: Path) -> None:
     assert [verdict[name] for name in run.COUNTS] == [0] * len(run.COUNTS)
 
 
+def test_apache_plans_use_apache_faults_on_three_nodes() -> None:
+    plans = [schedule.draw(seed, 60, "apache") for seed in range(1, 51)]
+    assert schedule.draw(11, 60, "apache") == plans[10]
+    assert {p.target for p in plans} == {"apache"} and {p.brokers for p in plans} == {3}
+    assert {p.transaction_version for p in plans} == {1, 2}
+    kinds = {f.kind for p in plans for f in p.faults}
+    assert kinds == set(schedule.APACHE_KINDS)  # 50 seeds cover every kind
+    # Error codes chosen by the test and moves on request: the embedded cluster's alone.
+    assert not kinds & {"retriable_errors", "leader_move", "coordinator_move"}
+    assert schedule.draw(11, 60).target == "embedded"
+
+
+def test_a_fixed_fault_list_is_played_in_order() -> None:
+    kinds = ["node_kill", "driver_kill_after_decision"]
+    plan = schedule.draw(5, 30, "apache", kinds)
+    assert [f.kind for f in plan.faults] == kinds
+    assert [f.at_s for f in plan.faults] == sorted(f.at_s for f in plan.faults)
+    assert plan.faults[0].params["node"] in schedule.NODE_ROLES
+    # output_txn_timeout needs expiring writer transactions: the plan gets them.
+    assert schedule.draw(5, 30, "apache", ["output_txn_timeout"]).writer_txn_timeout_ms
+    with pytest.raises(ValueError, match="retriable_errors"):
+        schedule.draw(5, 30, "apache", ["retriable_errors"])
+    with pytest.raises(ValueError, match="node_kill"):
+        schedule.draw(5, 30, "embedded", ["node_kill"])
+
+
+#: The Apache Kafka seed CI runs: a fixed fault list, so that a broker killed with SIGKILL
+#: and restarted, and a driver killed inside commit() after its decision, are each proven.
+APACHE_SEED = 1
+APACHE_FAULTS = ("node_kill", "driver_kill_after_decision")
+
+
+@pytest.mark.own_spark
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_one_seed_exactly_once_on_apache_kafka(tmp_path: Path) -> None:
+    # Three Apache Kafka nodes (JVMs), a Spark process, the feed: three to five minutes.
+    command = ["-m", "tests.chaos.run", "--kafka", "apache", "--seed", str(APACHE_SEED)]
+    command += ["--duration", "30", "--faults", ",".join(APACHE_FAULTS)]
+    done = subprocess.run(
+        [sys.executable, *command, "--report", str(tmp_path)],
+        cwd=run.ROOT,
+        env=local_spark_env(),
+        capture_output=True,
+        text=True,
+        timeout=1400,
+    )
+    report = tmp_path / "report.json"
+    assert report.exists(), (done.returncode, done.stderr[-5000:])
+    [result] = json.loads(report.read_text())
+    assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
+    assert result["anomalies"] == [] and result["harness_errors"] == []
+    assert result["plan"]["target"] == "apache"
+    assert result["cluster"].startswith("Apache Kafka ") and ", 3 nodes," in result["cluster"]
+    # Each fault really happened.
+    kill, decided = result["applied"]
+    assert (kill["kind"], decided["kind"]) == APACHE_FAULTS
+    assert kill["node_id"] in (1, 2, 3) and kill["down_s"] > 0, kill
+    assert kill["recovered"] and kill["happened"], kill
+    assert decided["hits"] > 0 and decided["happened"], decided  # EndTxn held, then SIGKILL
+    assert decided["open_output_partitions"], decided  # the decided batch was left open
+    assert result["runs"] >= 2  # the killed driver was restarted
+    verdict = result["verdict"]
+    assert verdict["input_committed"] > 0 and verdict["input_aborted"] > 0
+    assert verdict["output"] == verdict["input_committed"]
+    assert [verdict[name] for name in run.COUNTS] == [0] * len(run.COUNTS)
+
+
 def test_report_counts_every_anomaly_kind(tmp_path: Path) -> None:
     clean = run.SeedResult(1, schedule.draw(1, 30).to_dict(), verdict=dict.fromkeys(run.COUNTS, 0))
     bad = run.SeedResult(2, schedule.draw(2, 30).to_dict(), verdict={"duplicated": 3})
@@ -113,3 +188,135 @@ def test_report_counts_every_anomaly_kind(tmp_path: Path) -> None:
     assert "lost: **0**, duplicated: **3**, aborted-visible: **0**" in text
     assert "## Seed 2" in text and "make chaos SEED=2 DURATION=30" in text
     assert json.loads((tmp_path / "report.json").read_text())[1]["verdict"] == {"duplicated": 3}
+
+
+# --- the proxies' faults used on Apache Kafka ------------------------------------------
+
+
+class _Broker:
+    """A stand-in for a broker behind :class:`KafkaProxy`: answers every framed request
+    with its correlation id and records the API keys it received (what it executed)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.executed: list[int] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while (frame := _frame(conn)) is not None:
+                api_key, _, correlation_id = struct.unpack(">hhi", frame[:8])
+                self.executed.append(api_key)
+                answer = struct.pack(">i", correlation_id) + b"answer"
+                conn.sendall(struct.pack(">i", len(answer)) + answer)
+
+
+def _frame(sock: socket.socket) -> bytes | None:
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        try:
+            chunk = sock.recv(1 << 16)
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return data[4:]
+
+
+def _ask(sock: socket.socket, api_key: int, correlation_id: int) -> int | None:
+    """Send a request; the correlation id of its answer, or None if the connection closed."""
+    request = struct.pack(">hhih", api_key, 0, correlation_id, -1)
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    frame = _frame(sock)
+    return None if frame is None else int(struct.unpack(">i", frame[:4])[0])
+
+
+def _connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def test_proxy_loses_the_answer_of_an_executed_request() -> None:
+    broker = _Broker()
+    proxy = KafkaProxy(free_port(), ("127.0.0.1", broker.port))
+    try:
+        rule = proxy.lose_responses(26, count=1)
+        with _connect(proxy.port) as sock:
+            assert _ask(sock, 18, 1) == 1  # other APIs pass
+            assert _ask(sock, 26, 2) is None  # executed, then the connection closed
+        assert broker.executed == [18, 26]
+        with _connect(proxy.port) as sock:
+            assert _ask(sock, 26, 3) == 3  # the rule caught its one request
+        assert rule.hits == 1 and broker.executed == [18, 26, 26]
+    finally:
+        proxy.close()
+        broker.server.close()
+
+
+def test_proxy_drops_every_connection_and_accepts_new_ones() -> None:
+    broker = _Broker()
+    proxy = KafkaProxy(free_port(), ("127.0.0.1", broker.port))
+    try:
+        first, second = _connect(proxy.port), _connect(proxy.port)
+        with first, second:
+            assert _ask(first, 3, 1) == 1 and _ask(second, 3, 1) == 1
+            assert proxy.drop_connections() == 2
+            assert _frame(first) is None and _frame(second) is None
+        with _connect(proxy.port) as sock:
+            assert _ask(sock, 3, 2) == 2
+    finally:
+        proxy.close()
+        broker.server.close()
+
+
+def test_proxy_drops_what_a_released_rule_held_and_keeps_the_others() -> None:
+    broker = _Broker()
+    proxy = KafkaProxy(free_port(), ("127.0.0.1", broker.port))
+    try:
+        held, other = proxy.hold(8), proxy.lose_responses(3)
+        with _connect(proxy.port) as sock:
+            sock.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                _ask_raw(sock, 8, 1)
+            proxy.release(held)
+            sock.settimeout(10)
+            assert _frame(sock) is None  # dropped with its connection, never delivered
+        assert held.hits == 1 and broker.executed == []
+        with _connect(proxy.port) as sock:
+            assert _ask(sock, 8, 2) == 2  # released: passes
+            assert _ask(sock, 3, 3) is None  # the other rule stands
+        assert other.hits == 1 and broker.executed == [8, 3]
+    finally:
+        proxy.close()
+        broker.server.close()
+
+
+def _ask_raw(sock: socket.socket, api_key: int, correlation_id: int) -> bytes:
+    request = struct.pack(">hhih", api_key, 0, correlation_id, -1)
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    return sock.recv(1 << 16)
+
+
+def test_a_query_failure_is_reported_with_the_connector_exception() -> None:
+    error = (
+        "[STREAM_FAILED] Query [id = q] terminated with exception: Failed when Python "
+        "streaming data source perform commit: Traceback (most recent call last):\n"
+        '  File "commit.py", line 1, in commit\n'
+        "pyspark_kafka_txn.errors.CommitFailedError: Batch 2 of query q: withdrawn\n"
+        " SQLSTATE: 38000"
+    )
+    reason = run._reason(error)
+    assert reason.startswith("[STREAM_FAILED] Query [id = q]")
+    assert reason.endswith(
+        "... pyspark_kafka_txn.errors.CommitFailedError: Batch 2 of query q: withdrawn"
+    )
+    assert run._reason("") == "?" and run._reason("killed") == "killed"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -142,12 +143,36 @@ class Security:
         return name, self.users[name]
 
 
+#: Ports this process handed out already (a node binds its ports only when it starts).
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on at the moment of asking (loopback)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A loopback TCP port nobody listens on at the moment of asking, **below the
+    ephemeral range**: a node's port stays free while the node is killed and restarted, and
+    a port the kernel hands out as the local end of outgoing connections (Spark's, the
+    clients') could be taken in that window, so that the restarted node cannot bind it
+    (seen as a chaos seed's node exiting at restart)."""
+    low = _ephemeral_low()
+    for _ in range(1000):
+        port = random.randrange(10000, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
         return port
+    raise KafkaLaunchError(f"no free port found in [10000, {low})")
 
 
 #: The attribute names of RFC 2253 (Java prints any other attribute as its OID).

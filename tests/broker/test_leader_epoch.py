@@ -17,6 +17,7 @@ from pyspark_kafka_txn.embedded.cluster import Cluster
 from pyspark_kafka_txn.wire import OFFSET_FOR_LEADER_EPOCH
 from tests.broker.java_client import JavaClient
 from tests.support.clients import first_address, txn_producer
+from tests.support.lso import wait_lso_at_hwm
 from tests.support.protocol import raw_request
 from tests.support.target import KafkaTarget
 
@@ -113,6 +114,9 @@ def test_describe_producers_through_the_java_admin(kafka: KafkaTarget, java: Jav
         assert sorted((seq, start) for _pid, _epoch, seq, start in producers) == [(0, -1), (2, 1)]
     finally:
         txn.commit_transaction(30)
+    # The commit marker is written after EndTxn answers (on Apache Kafka): until then the
+    # transaction still shows open from offset 1.
+    wait_lso_at_hwm(bs, topic, 1)
     after = java.call("describeproducers", topic, 0)
     assert sorted((seq, start) for _pid, _epoch, seq, start in after) == [(0, -1), (2, -1)]
     assert sorted(p[:2] for p in after) == sorted(p[:2] for p in producers)

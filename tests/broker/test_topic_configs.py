@@ -35,7 +35,7 @@ from kio.static.constants import EntityType
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import consume_messages, first_address
-from tests.support.protocol import raw_request
+from tests.support.protocol import HANG_S, raw_request
 from tests.support.target import KafkaTarget
 
 
@@ -328,7 +328,7 @@ def test_altered_configs_take_effect(kafka: KafkaTarget) -> None:
     _alter(admin, resource)
     # Kafka's broker applies an altered config when the controller's record reaches it,
     # after AlterConfigs returns: wait until the leader describes it.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while _describe(admin, topic)["message.timestamp.type"].value != "LogAppendTime":
         assert time.monotonic() < deadline, "the altered config never reached the broker"
         time.sleep(0.05)

@@ -59,7 +59,7 @@ from tests.chaos.checker import high_watermarks
 from tests.chaos.feed import ChaosFeed
 from tests.chaos.run import ARM_S, OUTPUT, Harness
 from tests.chaos.schedule import Fault, Plan
-from tests.support.apache_kafka import ApacheKafka, default_version
+from tests.support.apache_kafka import ApacheKafka, default_version, wait_partitions_ready
 from tests.support.apache_kafka.proxy import KafkaProxy, Rule
 
 #: The API keys of the request names the schedule uses.
@@ -93,24 +93,11 @@ def _admin(bootstrap: str) -> AdminClient:
 def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 120.0) -> None:
     """Create ``name`` (the cluster's default replication) and return once each partition
     has a leader that answers ListOffsets (Kafka creates them asynchronously)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
     admin = _admin(bootstrap)  # kept alive until the future resolves
     admin.create_topics([NewTopic(name, partitions)])[name].result(timeout_s)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-ready", "log_level": 0})
-    deadline = time.monotonic() + timeout_s
-    try:
-        for partition in range(partitions):
-            while True:
-                try:
-                    consumer.get_watermark_offsets(TopicPartition(name, partition), 5)
-                    break
-                except KafkaException:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
-    finally:
-        consumer.close()
+    wait_partitions_ready(
+        {"bootstrap.servers": bootstrap, "log_level": 0}, name, partitions, timeout_s
+    )
 
 
 def partition_leader(bootstrap: str, topic: str, partition: int) -> int:

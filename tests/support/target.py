@@ -10,12 +10,11 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.faults import FaultRule
-from tests.support.apache_kafka import ApacheKafka, default_version
+from tests.support.apache_kafka import ApacheKafka, default_version, wait_partitions_ready
 from tests.support.apache_kafka.proxy import Rule
 
 #: ``KAFKA_BOOTSTRAP_SERVERS``: an external cluster the tests may use.
@@ -132,7 +131,9 @@ class KafkaTarget:
             admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
             futures = admin.create_topics([NewTopic(name, partitions, -1, config=config)])
             futures[name].result(30)
-            _wait_ready(self.bootstrap_servers, name, partitions)
+            wait_partitions_ready(
+                {"bootstrap.servers": self.bootstrap_servers}, name, partitions, 60
+            )
         return name
 
     def delete_topic(self, name: str) -> None:
@@ -161,22 +162,3 @@ class Stall:
         if self.embedded is not None:
             return self.embedded.hits
         return sum(r.hits for r in self.apache or ())
-
-
-def _wait_ready(bootstrap: str, topic: str, partitions: int) -> None:
-    """Wait until every partition of a new topic answers on its leader. Kafka creates
-    them asynchronously: right after CreateTopics the metadata may name no leader yet,
-    and a leader named may still answer NOT_LEADER_OR_FOLLOWER for a moment."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "topic-ready"})
-    deadline = time.monotonic() + 60
-    try:
-        for partition in range(partitions):
-            while True:
-                try:
-                    consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
-                    break
-                except KafkaException as exc:
-                    assert time.monotonic() < deadline, f"{topic}-{partition} not ready: {exc}"
-                    time.sleep(0.05)
-    finally:
-        consumer.close()

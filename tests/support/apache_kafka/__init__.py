@@ -12,6 +12,7 @@ from tests.support.apache_kafka.cluster import (
     Security,
     cert_principal,
     free_port,
+    wait_partitions_ready,
 )
 from tests.support.apache_kafka.jars import (
     DEFAULT_VERSION,
@@ -33,4 +34,5 @@ __all__ = [
     "default_version",
     "free_port",
     "kafka_lib",
+    "wait_partitions_ready",
 ]

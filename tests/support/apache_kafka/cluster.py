@@ -422,27 +422,13 @@ class ApacheKafka:
         default) and return once every partition answers ListOffsets on its leader (Kafka
         creates them asynchronously: right after CreateTopics the metadata may name no
         leader yet, and a leader may answer NOT_LEADER_OR_FOLLOWER for a moment)."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
 
         conf = {**self.client_config(user), "log_level": 0}
         topic = NewTopic(name, partitions, min(len(self.nodes), 3), config=config)
         admin = AdminClient(conf)  # referenced until its future completes
         admin.create_topics([topic])[name].result(START_TIMEOUT_S)
-        consumer = Consumer({**conf, "group.id": "apache-kafka-launcher-ready"})
-        deadline = time.monotonic() + START_TIMEOUT_S
-        try:
-            for partition in range(partitions):
-                while True:
-                    try:
-                        consumer.get_watermark_offsets(TopicPartition(name, partition), 5)
-                        break
-                    except KafkaException as exc:
-                        if time.monotonic() > deadline:
-                            raise KafkaLaunchError(f"{name}-{partition} not ready: {exc}") from exc
-                        time.sleep(0.05)
-        finally:
-            consumer.close()
+        wait_partitions_ready(conf, name, partitions)
 
     # -- configuration ------------------------------------------------------------------
 
@@ -775,6 +761,32 @@ class ApacheKafka:
         if exc is not None:
             self.keep_logs = True
         self.close()
+
+
+def wait_partitions_ready(
+    conf: Mapping[str, Any], topic: str, partitions: int, timeout_s: float = START_TIMEOUT_S
+) -> None:
+    """Return once every partition of a new topic answers ListOffsets on its leader, asked
+    with the librdkafka settings ``conf``. Kafka creates partitions asynchronously: right
+    after CreateTopics the metadata may name no leader yet, and a leader named may still
+    answer NOT_LEADER_OR_FOLLOWER for a moment. :class:`KafkaLaunchError` after
+    ``timeout_s`` (a hang detector)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({**conf, "group.id": "topic-ready"})
+    deadline = time.monotonic() + timeout_s
+    try:
+        for partition in range(partitions):
+            while True:
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+                    break
+                except KafkaException as exc:
+                    if time.monotonic() > deadline:
+                        raise KafkaLaunchError(f"{topic}-{partition} not ready: {exc}") from exc
+                    time.sleep(0.05)
+    finally:
+        consumer.close()
 
 
 def _api_versions_ok(sock: socket.socket) -> bool:

@@ -13,9 +13,10 @@ Use it exactly like Spark's built-in Kafka source, with ``format("kafka_txn")``:
         .option("checkpointLocation", "/chk")
         .start()
 
-Installing the package registers the source (Spark auto-registers modules named
-``pyspark_*`` that expose ``DefaultSource``); ``spark.dataSource.register(KafkaTxnDataSource)``
-works too.
+Options of both sides are parsed here, on the driver, before a reader or writer exists
+(:mod:`pyspark_kafka_txn.options`). Installing the package registers the source (Spark
+auto-registers modules named ``pyspark_*`` that expose ``DefaultSource``);
+``spark.dataSource.register(KafkaTxnDataSource)`` works too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options import parse_reader_options
+from pyspark_kafka_txn.options import parse_option, parse_reader_options, parse_writer_options
 from pyspark_kafka_txn.reader.batch import KafkaBatchReader
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
@@ -73,12 +74,7 @@ class KafkaTxnDataSource(DataSource):
         return spark_schema(self._include_headers())
 
     def _include_headers(self) -> bool:
-        value = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
-        if value.strip().lower() not in {"true", "false"}:
-            raise ConfigError(
-                f"Invalid value '{value}' for option 'includeHeaders', must be true or false"
-            )
-        return value.strip().lower() == "true"
+        return bool(parse_option(self.options, "includeHeaders"))
 
     def _check_schema(self, schema: StructType) -> None:
         expected = spark_schema(self._include_headers())
@@ -99,13 +95,17 @@ class KafkaTxnDataSource(DataSource):
         return KafkaStreamReader(parse_reader_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        """An exactly-once batch writer (``df.write``); options and columns checked here."""
+        """An exactly-once batch writer (``df.write``).
+
+        Options are validated and the input columns checked here; then the cluster is asked
+        (network I/O: see :meth:`~pyspark_kafka_txn.writer.sink.KafkaBatchWriter.start`).
+        """
         from pyspark_kafka_txn.writer.sink import KafkaBatchWriter
 
-        return KafkaBatchWriter(dict(self.options), schema)
+        return KafkaBatchWriter.start(parse_writer_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        """An exactly-once micro-batch writer (``df.writeStream``)."""
+        """An exactly-once micro-batch writer (``df.writeStream``), checked as :meth:`writer`."""
         from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 
-        return KafkaStreamWriter(dict(self.options), schema)
+        return KafkaStreamWriter.start(parse_writer_options(self.options), schema)

@@ -10,11 +10,11 @@ the view and the option's canonical name; none of them does I/O or imports pyspa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.values import InvalidValueError, Parser
 
 __all__ = [
     "KAFKA_PREFIX",
@@ -135,73 +135,42 @@ class OptionView(Mapping[str, str]):
             if k.startswith(KAFKA_PREFIX)
         }
 
-    # -- value parsers -----------------------------------------------------------------
+    # -- values ------------------------------------------------------------------------
 
-    def _invalid(self, name: str, value: str, must: str) -> ConfigError:
-        shown = "(redacted)" if is_secret(name) else f"'{value}'"
-        return ConfigError(f"Invalid value {shown} for option '{self.spelled(name)}', {must}")
+    def parse(self, name: str, parser: Parser, default: str | None = None) -> Any:
+        """The value of option ``name`` parsed by ``parser`` (``default`` when not given).
 
-    def _int_at_least(self, name: str, value: str, minimum: int, must: str) -> int:
-        try:
-            parsed = int(value.strip())
-        except ValueError:
-            parsed = minimum - 1
-        if parsed < minimum:
-            raise self._invalid(name, value, must)
-        return parsed
+        Parameters
+        ----------
+        name
+            The option's documented name.
+        parser
+            A value parser of :mod:`~pyspark_kafka_txn.options.values`.
+        default
+            The text to parse when the option is not given; None: the value is None.
 
-    def positive_int(self, name: str) -> int | None:
-        """A positive integer, or None when not given."""
-        value = self.get(name)
-        if value is None:
+        Raises
+        ------
+        ConfigError
+            ``Invalid value 'x' for option 'y', must be …``, naming the option as the user
+            spelt it; a secret's value, or a very long one, is not shown in full.
+        """
+        text = self.get(name, default)
+        if text is None:
             return None
-        return self._int_at_least(name, value, 1, "must be a positive integer")
-
-    def non_negative_int(self, name: str, default: int) -> int:
-        """A non-negative integer, ``default`` when not given."""
-        value = self.get(name)
-        if value is None:
-            return default
-        return self._int_at_least(name, value, 0, "must be a non-negative integer")
-
-    def boolean(self, name: str, default: bool) -> bool:
-        """``true`` / ``false`` (any case), ``default`` when not given."""
-        value = self.get(name)
-        if value is None:
-            return default
-        lowered = value.strip().lower()
-        if lowered not in {"true", "false"}:
-            raise self._invalid(name, value, "must be true or false")
-        return lowered == "true"
-
-    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
-        """One of ``choices`` (matched case-insensitively, returned lower-case)."""
-        value = self.get(name)
-        if value is None:
-            return default
-        lowered = value.strip().lower()
-        if lowered not in choices:
-            raise self._invalid(name, value, "must be " + " or ".join(choices))
-        return lowered
-
-    def duration_ms(self, name: str, default: int) -> int:
-        """A Spark time string (``15m``, ``30s``, ``100ms``; a bare number is ms)."""
-        value = self.get(name)
-        if value is None:
-            return default
-        match = _DURATION.match(value)
-        if match is None:
-            raise self._invalid(name, value, "must be a duration such as '15m', '30s' or '500ms'")
-        return int(int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()])
+        try:
+            return parser(text)
+        except InvalidValueError as exc:
+            if is_secret(name):
+                shown = "(redacted)"
+            elif len(text) > _SHOWN_CHARS:
+                shown = f"'{text[:_SHOWN_CHARS]}…'"
+            else:
+                shown = f"'{text}'"
+            raise ConfigError(
+                f"Invalid value {shown} for option '{self.spelled(name)}', {exc}"
+            ) from None
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_DURATION_MS = {
-    "us": 0.001,
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-}
+#: The longest value an error shows in full.
+_SHOWN_CHARS = 80

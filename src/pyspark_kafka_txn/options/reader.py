@@ -15,13 +15,13 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from enum import Enum
 
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redacted_repr
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
-from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
+from pyspark_kafka_txn.options.registry import check_names, misspelt_hint, parse_fields
 
 # Kafka's ListOffsets sentinels (-2 earliest, -1 latest), also those of the JSON offset options.
 from pyspark_kafka_txn.wire import EARLIEST, LATEST
@@ -45,13 +45,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_POLL_TIMEOUT_MS = 120_000
-DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
-DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3
-DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
-DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
-DEFAULT_LSO_STALL_WARN_MS = 60_000
 
 # --------------------------------------------------------------------------- subscription
 
@@ -125,6 +118,9 @@ OffsetSpec = OffsetBound | SpecificOffsets | SpecificTimestamps | GlobalTimestam
 class ReaderOptions:
     """Every reader option, validated. Picklable: this is what reaches the executors.
 
+    Built by :func:`parse_reader_options` only; the defaults are the registry's
+    (:mod:`~pyspark_kafka_txn.options.registry`).
+
     Attributes
     ----------
     bootstrap_servers
@@ -169,24 +165,24 @@ class ReaderOptions:
     bootstrap_servers: str
     subscription: Subscription
     starting: OffsetSpec
-    ending: OffsetSpec | None = None
-    timestamp_strategy_latest: bool = False
-    max_offsets_per_trigger: int | None = None
-    min_offsets_per_trigger: int | None = None
-    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
-    min_partitions: int | None = None
-    max_records_per_partition: int | None = None
-    min_records_per_partition: int | None = None
-    fail_on_data_loss: bool = True
-    include_headers: bool = False
-    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
-    fetch_offset_num_retries: int = DEFAULT_FETCH_OFFSET_NUM_RETRIES
-    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
-    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
-    group_id: str | None = None
-    isolation_level: str = "read_committed"
-    lso_stall_warn_ms: int = DEFAULT_LSO_STALL_WARN_MS
-    kafka_params: Mapping[str, str] = field(default_factory=dict)
+    ending: OffsetSpec | None
+    timestamp_strategy_latest: bool
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    min_records_per_partition: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int
+    fetch_offset_num_retries: int
+    fetch_offset_retry_interval_ms: int
+    group_id_prefix: str
+    group_id: str | None
+    isolation_level: str
+    lso_stall_warn_ms: int
+    kafka_params: Mapping[str, str]
 
     def __repr__(self) -> str:
         return redacted_repr(self, "kafka_params")
@@ -432,6 +428,10 @@ def _offset_spec(
 def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
     """Validate the source options of a ``kafka_txn`` read.
 
+    Every single-option value is parsed by its registry row
+    (:func:`~pyspark_kafka_txn.options.registry.parse_fields`); what is written here are the
+    rules that span several options.
+
     Parameters
     ----------
     options
@@ -454,6 +454,7 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
     opts = OptionView(options)
     names = [opts.spelled(key) for key in opts]
     check_names(names, "reader")
+    values = parse_fields(opts, "reader", (f.name for f in fields(ReaderOptions)))
 
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
@@ -461,45 +462,31 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
             + misspelt_hint(names, "kafka.bootstrap.servers")
         )
-    subscription = _subscription(opts)
-
-    isolation = opts.get("kafka.isolation.level", "read_committed").strip().lower()
-    if isolation not in {"read_committed", "read_uncommitted"}:
-        raise ConfigError(
-            f"Invalid value '{opts['kafka.isolation.level']}' for option 'kafka.isolation.level'"
-            ", must be read_committed or read_uncommitted"
-        )
-
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in {"error", "latest"}:
-        raise ConfigError(
-            f"Invalid value '{strategy}' for option 'startingOffsetsByTimestampStrategy', "
-            "must be error or latest"
-        )
-
-    starting = _offset_spec(
+    values["bootstrap_servers"] = bootstrap
+    values["subscription"] = _subscription(opts)
+    values["starting"] = _offset_spec(
         opts,
         prefix="starting",
         default=OffsetBound.LATEST if streaming else OffsetBound.EARLIEST,
         streaming=streaming,
     )
-    ending: OffsetSpec | None = None
     ending_given = [
         n
         for n in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
         if n.lower() in opts
     ]
-    if streaming:
-        if ending_given:
-            raise ConfigError(
-                f"Option '{ending_given[0]}': ending offset not valid in streaming queries"
-            )
-    else:
-        ending = _offset_spec(opts, prefix="ending", default=OffsetBound.LATEST, streaming=False)
+    if streaming and ending_given:
+        raise ConfigError(
+            f"Option '{ending_given[0]}': ending offset not valid in streaming queries"
+        )
+    values["ending"] = (
+        None
+        if streaming
+        else _offset_spec(opts, prefix="ending", default=OffsetBound.LATEST, streaming=False)
+    )
 
-    max_per_trigger = opts.positive_int("maxOffsetsPerTrigger")
-    min_per_trigger = opts.positive_int("minOffsetsPerTrigger")
-    max_delay = opts.duration_ms("maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
+    max_per_trigger = values["max_offsets_per_trigger"]
+    min_per_trigger = values["min_offsets_per_trigger"]
     if (
         max_per_trigger is not None
         and min_per_trigger is not None
@@ -514,43 +501,15 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
             if name.lower() in opts:
                 logger.warning("Option '%s' is ignored in batch queries", name)
 
-    group_id = opts.get("kafka.group.id")
-    if group_id is not None:
+    values["group_id"] = opts.get("kafka.group.id")
+    if values["group_id"] is not None:
         logger.warning(
             "Kafka option 'kafka.group.id' has been set on this query: concurrent queries or "
             "sources using the same group id may interfere; no offsets are committed to it"
         )
-
-    return ReaderOptions(
-        bootstrap_servers=bootstrap,
-        subscription=subscription,
-        starting=starting,
-        ending=ending,
-        timestamp_strategy_latest=strategy == "latest",
-        max_offsets_per_trigger=max_per_trigger,
-        min_offsets_per_trigger=min_per_trigger,
-        max_trigger_delay_ms=max_delay,
-        min_partitions=opts.positive_int("minPartitions"),
-        max_records_per_partition=opts.positive_int("maxRecordsPerPartition"),
-        min_records_per_partition=opts.positive_int("minRecordsPerPartition"),
-        fail_on_data_loss=opts.boolean("failOnDataLoss", True),
-        include_headers=opts.boolean("includeHeaders", False),
-        poll_timeout_ms=opts.non_negative_int(
-            "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS
-        ),
-        fetch_offset_num_retries=opts.non_negative_int(
-            "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_NUM_RETRIES
-        ),
-        fetch_offset_retry_interval_ms=opts.non_negative_int(
-            "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
-        ),
-        group_id_prefix=opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX),
-        group_id=group_id,
-        isolation_level=isolation,
-        lso_stall_warn_ms=opts.non_negative_int("lsoStallWarnMs", DEFAULT_LSO_STALL_WARN_MS),
-        kafka_params=librdkafka_params(
-            opts.kafka(),
-            rejected=_REJECTED,
-            handled=frozenset({"bootstrap.servers", "group.id", "isolation.level"}),
-        ),
+    values["kafka_params"] = librdkafka_params(
+        opts.kafka(),
+        rejected=_REJECTED,
+        handled=frozenset({"bootstrap.servers", "group.id", "isolation.level"}),
     )
+    return ReaderOptions(**values)

@@ -1,37 +1,74 @@
-"""The registry of ``kafka_txn`` options: name, default, who reads it, what it does.
+"""The registry of ``kafka_txn`` options: one row per option drives everything about it.
 
-It is the list the parsers check names against (:func:`check_names`: a misspelt option
-fails with a suggestion) and the source of the option tables in ``docs/reader.md`` and
-``docs/writer.md`` (``python -m pyspark_kafka_txn.options.registry reader|writer`` prints
-a table; a test keeps the docs equal to it).
+A row (:class:`Option`) gives the option's name, who reads it (reader, writer or both), its
+value parser, its default as a user would write it, the attribute of
+:class:`~pyspark_kafka_txn.options.reader.ReaderOptions` /
+:class:`~pyspark_kafka_txn.options.writer.WriterOptions` it fills, and one sentence of doc.
+From the rows come
+
+* the parsing and validation of every single-option value (:func:`parse_fields`), with the
+  one error format ``Invalid value 'x' for option 'y', must be …``;
+* the defaults (the default text goes through the same parser: there is no second copy);
+* the check of the names a user gave (:func:`check_names`: a misspelt option fails with a
+  suggestion);
+* the option tables of ``docs/reader.md`` and ``docs/writer.md``
+  (``python -m pyspark_kafka_txn.options.registry reader|writer`` prints one; a test keeps
+  the docs equal to it).
+
+Rows without a parser are read by the hand-written checks that span several options
+(subscription, offsets, required servers) in :mod:`~pyspark_kafka_txn.options.reader` and
+:mod:`~pyspark_kafka_txn.options.writer`, or by the Kafka client they are passed to. No
+I/O, no pyspark, no kio.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from pyspark_kafka_txn.client.config import OPTION_NAMES, ProducerConfig
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS
 from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.common import OptionView
+from pyspark_kafka_txn.options.values import (
+    BOOLEAN,
+    DURATION,
+    NON_NEGATIVE,
+    POSITIVE,
+    TEXT,
+    Choice,
+    Parser,
+    Text,
+    choice,
+)
 
 __all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "MAX_PREFIX_LENGTH",
     "OPTIONS",
     "SPARK_OPTIONS",
-    "OptionDoc",
+    "Option",
     "check_names",
+    "client_defaults",
     "closest",
+    "default",
     "known_names",
     "markdown_table",
     "misspelt_hint",
+    "option",
+    "parse_fields",
+    "parse_option",
 ]
 
 logger = logging.getLogger(__name__)
 
 Scope = Literal["reader", "writer", "both"]
+Side = Literal["reader", "writer"]
 
 #: Names Spark itself adds to a data source's options (lower-cased): ``load(path)`` /
 #: ``save(path)`` / ``start(path)``, and ``checkpointLocation`` / ``queryName`` of
@@ -42,186 +79,431 @@ SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 #: taken for a misspelling of it.
 _SIMILAR = 0.8
 
+#: Kafka's longest string field (transactional and group ids), in bytes.
+MAX_ID_BYTES = 32_767
+#: What the writer appends to the prefix at most: a batch job's query id and the
+#: decision record's chunk groups (``job-{uuid}-decision-{slot}-{chunk}``).
+_LONGEST_SUFFIX = len("job-00000000-0000-0000-0000-000000000000-decision-1-") + 10
+#: The longest ``transactionalIdPrefix``.
+MAX_PREFIX_LENGTH = MAX_ID_BYTES - _LONGEST_SUFFIX
+#: The writer's transaction timeout when none is given: Kafka's default
+#: ``transaction.max.timeout.ms`` (capped by the broker's value at the start of a write).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+
 
 @dataclass(frozen=True, slots=True)
-class OptionDoc:
+class Option:
     """One option of the data source.
 
     Attributes
     ----------
     name
         The name as documented (matched case-insensitively).
-    default
-        The default as shown to users (``""`` when required or none).
     scope
         ``reader``, ``writer`` or ``both``.
     doc
         One sentence (Markdown) on what it does.
+    parser
+        Parses the text of the option (:mod:`~pyspark_kafka_txn.options.values`); None when
+        a check spanning several options, or the Kafka client, reads it.
+    default
+        The default as a user would write it (parsed by ``parser``), or None.
+    field
+        The attribute of the options dataclass this option fills, or None.
+    shown
+        The default as the docs show it when it is not simply ``default``.
     """
 
     name: str
-    default: str
     scope: Scope
     doc: str
+    parser: Parser | None = None
+    default: str | None = None
+    field: str | None = None
+    shown: str | None = None
+
+    def shown_default(self) -> str:
+        """The default as the docs table shows it (``""``: none)."""
+        if self.shown is not None:
+            return self.shown
+        return f"`{self.default}`" if self.default is not None else ""
+
+    def applies_to(self, side: Side) -> bool:
+        """Whether the reader (or the writer) reads this option."""
+        return self.scope in (side, "both")
 
 
-OPTIONS: tuple[OptionDoc, ...] = (
-    OptionDoc("kafka.bootstrap.servers", "(required)", "both", "`host:port` list of brokers."),
-    # -- reader ------------------------------------------------------------------------
-    OptionDoc("assign", "", "reader", 'Fixed partitions, JSON `{"t":[0,1]}`.'),
-    OptionDoc("subscribe", "", "reader", "Comma-separated topic list."),
-    OptionDoc("subscribePattern", "", "reader", "Java regex matched against whole topic names."),
-    OptionDoc(
-        "startingOffsets",
-        "`latest` (streaming), `earliest` (batch)",
-        "reader",
-        '`earliest`, `latest` or JSON `{"t":{"0":23,"1":-2}}` (-2 earliest, -1 latest).',
-    ),
-    OptionDoc("startingOffsetsByTimestamp", "", "reader", 'JSON `{"t":{"0":1700000000000}}` (ms).'),
-    OptionDoc("startingTimestamp", "", "reader", "One timestamp (ms) for every partition."),
-    OptionDoc(
-        "startingOffsetsByTimestampStrategy",
-        "`error`",
-        "reader",
-        "`latest`: a timestamp no record reaches resolves to latest instead of failing.",
-    ),
-    OptionDoc(
-        "endingOffsets", "`latest`", "reader", "Batch only: `latest` or JSON as startingOffsets."
-    ),
-    OptionDoc("endingOffsetsByTimestamp", "", "reader", "Batch only: JSON of timestamps."),
-    OptionDoc("endingTimestamp", "", "reader", "Batch only: one timestamp for every partition."),
-    OptionDoc("maxOffsetsPerTrigger", "", "reader", "Upper bound of records per micro-batch."),
-    OptionDoc(
-        "minOffsetsPerTrigger", "", "reader", "Wait for this many records (up to maxTriggerDelay)."
-    ),
-    OptionDoc("maxTriggerDelay", "`15m`", "reader", "Longest wait for minOffsetsPerTrigger."),
-    OptionDoc(
-        "minPartitions", "", "reader", "Split topic-partitions into at least this many tasks."
-    ),
-    OptionDoc("maxRecordsPerPartition", "", "reader", "Split ranges larger than this."),
-    OptionDoc(
-        "minRecordsPerPartition",
-        "",
-        "reader",
-        "Pack smaller ranges into one task that reads them one after the other "
-        "(fewer tasks for small micro-batches: lower latency). Not in Spark's source.",
-    ),
-    OptionDoc(
-        "failOnDataLoss",
-        "`true`",
-        "reader",
-        "Fail when offsets were deleted or a partition vanished (never for transaction gaps).",
-    ),
-    OptionDoc(
-        "includeHeaders",
-        "`false`",
-        "both",
-        "Reader: add the `headers` column. Writer: no effect (a `headers` column is "
-        "always written).",
-    ),
-    OptionDoc(
-        "kafkaConsumer.pollTimeoutMs", "`120000`", "reader", "Executor wait without progress."
-    ),
-    OptionDoc("fetchOffset.numRetries", "`3`", "reader", "Retries of driver offset look-ups."),
-    OptionDoc("fetchOffset.retryIntervalMs", "`1000`", "reader", "Pause between those retries."),
-    OptionDoc(
-        "groupIdPrefix", "`spark-kafka-source`", "reader", "Prefix of the generated group id."
-    ),
-    OptionDoc(
-        "kafka.isolation.level",
-        "`read_committed`",
-        "reader",
-        "`read_committed` (aborted and open transactions hidden, LSO-bounded) or "
-        "`read_uncommitted`.",
-    ),
-    OptionDoc(
-        "lsoStallWarnMs",
-        "`60000`",
-        "reader",
-        "Warn when an open transaction pins a partition's LSO this long (0 = off).",
-    ),
-    # -- writer ------------------------------------------------------------------------
-    OptionDoc(
-        "topic",
-        "",
-        "writer",
-        "Topic of every row; wins over a `topic` column (one of the two is required).",
-    ),
-    OptionDoc(
-        "transactionalIdPrefix",
-        "`spark-kafka-txn-`",
-        "writer",
-        "Transactional ids are `{prefix}{queryId}-{partition}`; grant Write on this PREFIXED "
-        "TransactionalId.",
-    ),
-    OptionDoc(
-        "deliveryGuarantee",
-        "`exactly_once`",
-        "writer",
-        "`exactly_once` (two-phase commit over Kafka transactions) or `at_least_once` "
-        "(each task commits its own transaction).",
-    ),
-    OptionDoc(
-        "kafka.transaction.timeout.ms",
-        "`900000`, capped at the broker's `transaction.max.timeout.ms`",
-        "writer",
-        "How long a prepared transaction may wait for the driver's commit.",
-    ),
-    OptionDoc(
-        "kafka.transaction.two.phase.commit.enable",
-        "`auto`",
-        "writer",
-        "KIP-939: `auto` (where the cluster offers it), `true` (required) or `false`.",
-    ),
-    OptionDoc(
-        "lingeringTransactionTimeout",
-        "`60s`",
-        "writer",
-        "A transaction under the prefix left open this long by another query id is aborted "
-        "at commit time.",
-    ),
-    OptionDoc(
-        "kafka.compression.type", "`none`", "writer", "`none`, `gzip`, `snappy`, `lz4`, `zstd`."
-    ),
-    OptionDoc("kafka.batch.size", "`1000000`", "writer", "Bytes of one record batch."),
-    OptionDoc("kafka.linger.ms", "`0`", "writer", "Accumulate rows of a partition this long."),
-    OptionDoc("kafka.max.request.size", "`1048576`", "writer", "Largest batch or record."),
-    OptionDoc("kafka.request.timeout.ms", "`30000`", "writer", "Per request."),
-    OptionDoc("kafka.delivery.timeout.ms", "`120000`", "writer", "Per batch, retries included."),
-    OptionDoc(
-        "kafka.max.block.ms",
-        "`60000`",
-        "writer",
-        "Longest wait for an unreachable broker, a coordinator or a missing topic's metadata "
-        "(retries included) before failing.",
-    ),
-    OptionDoc(
-        "kafka.max.in.flight.requests.per.connection",
-        "`5`",
-        "writer",
-        "Produce requests in flight per connection (1..5).",
-    ),
-    OptionDoc(
-        "kafka.transaction.version",
-        "`0`",
-        "writer",
-        "0 follows the cluster's finalized `transaction.version`; 1 or 2 force one.",
-    ),
-    OptionDoc(
-        "kafka.security.protocol, kafka.ssl.\\*, kafka.sasl.\\*",
-        "`PLAINTEXT`",
-        "both",
-        "TLS and SASL (PLAIN, SCRAM) as for Spark's connector; stores must be PEM.",
+def _producer_default(name: str) -> str:
+    """The protocol client's default of the producer setting ``name`` (its one copy)."""
+    value = next(
+        f.default for f in dataclasses.fields(ProducerConfig) if f.name == OPTION_NAMES[name]
+    )
+    return value.name.lower() if hasattr(value, "name") else str(value)
+
+
+_PREFIX = Text(
+    pattern=r"[A-Za-z0-9._\-]+",
+    pattern_must="must contain only ASCII letters, digits, '.', '_' and '-'",
+    max_length=MAX_PREFIX_LENGTH,
+    why_max=(
+        f": the transactional and group ids derived from it (prefix, query id, suffix) must "
+        f"fit Kafka's {MAX_ID_BYTES}-byte limit of ids"
     ),
 )
 
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "kafka.bootstrap.servers",
+        "both",
+        "`host:port` list of brokers.",
+        field="bootstrap_servers",
+        shown="(required)",
+    ),
+    # -- reader ------------------------------------------------------------------------
+    Option("assign", "reader", 'Fixed partitions, JSON `{"t":[0,1]}`.'),
+    Option("subscribe", "reader", "Comma-separated topic list."),
+    Option("subscribePattern", "reader", "Java regex matched against whole topic names."),
+    Option(
+        "startingOffsets",
+        "reader",
+        '`earliest`, `latest` or JSON `{"t":{"0":23,"1":-2}}` (-2 earliest, -1 latest).',
+        shown="`latest` (streaming), `earliest` (batch)",
+    ),
+    Option("startingOffsetsByTimestamp", "reader", 'JSON `{"t":{"0":1700000000000}}` (ms).'),
+    Option("startingTimestamp", "reader", "One timestamp (ms) for every partition."),
+    Option(
+        "startingOffsetsByTimestampStrategy",
+        "reader",
+        "`latest`: a timestamp no record reaches resolves to latest instead of failing.",
+        Choice({"error": False, "latest": True}),
+        "error",
+        "timestamp_strategy_latest",
+    ),
+    Option(
+        "endingOffsets",
+        "reader",
+        "Batch only: `latest` or JSON as startingOffsets.",
+        shown="`latest`",
+    ),
+    Option("endingOffsetsByTimestamp", "reader", "Batch only: JSON of timestamps."),
+    Option("endingTimestamp", "reader", "Batch only: one timestamp for every partition."),
+    Option(
+        "maxOffsetsPerTrigger",
+        "reader",
+        "Upper bound of records per micro-batch.",
+        POSITIVE,
+        field="max_offsets_per_trigger",
+    ),
+    Option(
+        "minOffsetsPerTrigger",
+        "reader",
+        "Wait for this many records (up to maxTriggerDelay).",
+        POSITIVE,
+        field="min_offsets_per_trigger",
+    ),
+    Option(
+        "maxTriggerDelay",
+        "reader",
+        "Longest wait for minOffsetsPerTrigger.",
+        DURATION,
+        "15m",
+        "max_trigger_delay_ms",
+    ),
+    Option(
+        "minPartitions",
+        "reader",
+        "Split topic-partitions into at least this many tasks.",
+        POSITIVE,
+        field="min_partitions",
+    ),
+    Option(
+        "maxRecordsPerPartition",
+        "reader",
+        "Split ranges larger than this.",
+        POSITIVE,
+        field="max_records_per_partition",
+    ),
+    Option(
+        "minRecordsPerPartition",
+        "reader",
+        "Pack smaller ranges into one task that reads them one after the other "
+        "(fewer tasks for small micro-batches: lower latency). Not in Spark's source.",
+        POSITIVE,
+        field="min_records_per_partition",
+    ),
+    Option(
+        "failOnDataLoss",
+        "reader",
+        "Fail when offsets were deleted or a partition vanished (never for transaction gaps).",
+        BOOLEAN,
+        "true",
+        "fail_on_data_loss",
+    ),
+    Option(
+        "includeHeaders",
+        "both",
+        "Reader: add the `headers` column. Writer: no effect (a `headers` column is "
+        "always written).",
+        BOOLEAN,
+        "false",
+        "include_headers",
+    ),
+    Option(
+        "kafkaConsumer.pollTimeoutMs",
+        "reader",
+        "Executor wait without progress.",
+        NON_NEGATIVE,
+        "120000",
+        "poll_timeout_ms",
+    ),
+    Option(
+        "fetchOffset.numRetries",
+        "reader",
+        "Retries of driver offset look-ups.",
+        NON_NEGATIVE,
+        "3",
+        "fetch_offset_num_retries",
+    ),
+    Option(
+        "fetchOffset.retryIntervalMs",
+        "reader",
+        "Pause between those retries.",
+        NON_NEGATIVE,
+        "1000",
+        "fetch_offset_retry_interval_ms",
+    ),
+    Option(
+        "groupIdPrefix",
+        "reader",
+        "Prefix of the generated group id.",
+        Text(strip=False),
+        "spark-kafka-source",
+        "group_id_prefix",
+    ),
+    Option(
+        "kafka.isolation.level",
+        "reader",
+        "`read_committed` (aborted and open transactions hidden, LSO-bounded) or "
+        "`read_uncommitted`.",
+        choice("read_committed", "read_uncommitted"),
+        "read_committed",
+        "isolation_level",
+    ),
+    Option(
+        "lsoStallWarnMs",
+        "reader",
+        "Warn when an open transaction pins a partition's LSO this long (0 = off).",
+        NON_NEGATIVE,
+        "60000",
+        "lso_stall_warn_ms",
+    ),
+    # -- writer ------------------------------------------------------------------------
+    Option(
+        "topic",
+        "writer",
+        "Topic of every row; wins over a `topic` column (one of the two is required).",
+        TEXT,
+        field="topic",
+    ),
+    Option(
+        "transactionalIdPrefix",
+        "writer",
+        "Transactional ids are `{prefix}{queryId}-{partition}`; grant Write on this PREFIXED "
+        "TransactionalId.",
+        _PREFIX,
+        "spark-kafka-txn-",
+        "transactional_id_prefix",
+    ),
+    Option(
+        "deliveryGuarantee",
+        "writer",
+        "`exactly_once` (two-phase commit over Kafka transactions) or `at_least_once` "
+        "(each task commits its own transaction).",
+        Choice({"exactly_once": True, "at_least_once": False}),
+        "exactly_once",
+        "exactly_once",
+    ),
+    Option(
+        "kafka.transaction.timeout.ms",
+        "writer",
+        "How long a prepared transaction may wait for the driver's commit.",
+        POSITIVE,
+        field="transaction_timeout_ms",
+        shown=f"`{DEFAULT_TRANSACTION_TIMEOUT_MS}`, capped at the broker's "
+        "`transaction.max.timeout.ms`",
+    ),
+    Option(
+        "kafka.transaction.two.phase.commit.enable",
+        "writer",
+        "KIP-939: `auto` (where the cluster offers it), `true` (required) or `false`.",
+        choice("auto", "true", "false"),
+        "auto",
+        "two_phase_commit",
+    ),
+    Option(
+        "lingeringTransactionTimeout",
+        "writer",
+        "A transaction under the prefix left open this long by another query id is aborted "
+        "at commit time.",
+        DURATION,
+        "60s",
+        "lingering_timeout_ms",
+    ),
+    Option(
+        "kafka.compression.type",
+        "writer",
+        "`none`, `gzip`, `snappy`, `lz4`, `zstd`.",
+        default=_producer_default("compression.type"),
+    ),
+    Option(
+        "kafka.batch.size",
+        "writer",
+        "Bytes of one record batch.",
+        default=_producer_default("batch.size"),
+    ),
+    Option(
+        "kafka.linger.ms",
+        "writer",
+        "Accumulate rows of a partition this long.",
+        default=_producer_default("linger.ms"),
+    ),
+    Option(
+        "kafka.max.request.size",
+        "writer",
+        "Largest batch or record.",
+        default=_producer_default("max.request.size"),
+    ),
+    Option(
+        "kafka.request.timeout.ms",
+        "writer",
+        "Per request.",
+        default=_producer_default("request.timeout.ms"),
+    ),
+    Option(
+        "kafka.delivery.timeout.ms",
+        "writer",
+        "Per batch, retries included.",
+        default=_producer_default("delivery.timeout.ms"),
+    ),
+    Option(
+        "kafka.max.block.ms",
+        "writer",
+        "Longest wait for an unreachable broker, a coordinator or a missing topic's metadata "
+        "(retries included) before failing.",
+        POSITIVE,
+        "60000",  # the Java producer's default
+        "max_block_ms",
+    ),
+    Option(
+        "kafka.max.in.flight.requests.per.connection",
+        "writer",
+        "Produce requests in flight per connection (1..5).",
+        default=_producer_default("max.in.flight.requests.per.connection"),
+    ),
+    Option(
+        "kafka.transaction.version",
+        "writer",
+        "0 follows the cluster's finalized `transaction.version`; 1 or 2 force one.",
+        default="0",
+    ),
+    Option(
+        "kafka.security.protocol, kafka.ssl.\\*, kafka.sasl.\\*",
+        "both",
+        "TLS and SASL (PLAIN, SCRAM) as for Spark's connector; stores must be PEM.",
+        shown="`PLAINTEXT`",
+    ),
+)
 
-def known_names(scope: Literal["reader", "writer"]) -> frozenset[str]:
+_BY_NAME = {o.name.lower(): o for o in OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The registry row of ``name`` (any case)."""
+    return _BY_NAME[name.lower()]
+
+
+def default(name: str) -> Any:
+    """The parsed default of the option ``name`` (None when it has none)."""
+    row = option(name)
+    if row.default is None or row.parser is None:
+        return row.default
+    return row.parser(row.default)
+
+
+def client_defaults() -> dict[str, str]:
+    """The writer's defaults of the ``kafka.*`` settings passed to the protocol client.
+
+    Returns
+    -------
+    dict
+        Kafka name (prefix removed) → default text, for the writer rows without a parser.
+    """
+    return {
+        row.name.removeprefix("kafka."): row.default
+        for row in OPTIONS
+        if row.applies_to("writer")
+        and row.parser is None
+        and row.default is not None
+        and row.name.startswith("kafka.")
+    }
+
+
+def parse_option(options: Mapping[str, str], name: str) -> Any:
+    """One option's value (or default), parsed by its row, from the options Spark passes.
+
+    For what is needed before the whole set is parsed (the schema needs ``includeHeaders``).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`parse_fields`.
+    """
+    row = option(name)
+    if row.parser is None:
+        raise KeyError(f"option {name!r} has no value parser of its own")
+    return OptionView(options).parse(row.name, row.parser, row.default)
+
+
+def parse_fields(view: OptionView, side: Side, fields: Iterable[str]) -> dict[str, Any]:
+    """Parse every option of ``side`` that has a parser; return the values by attribute.
+
+    Every such option is validated, whether or not its attribute is among ``fields`` (the
+    writer validates ``includeHeaders`` and ignores it); a missing option takes its default.
+
+    Parameters
+    ----------
+    view
+        The options as the user gave them.
+    side
+        ``reader`` or ``writer``.
+    fields
+        The attributes of the options dataclass being built.
+
+    Returns
+    -------
+    dict
+        Attribute name → parsed value, for the rows whose ``field`` is in ``fields``.
+
+    Raises
+    ------
+    ConfigError
+        ``Invalid value 'x' for option 'y', must be …`` (a secret's value is not shown).
+    """
+    wanted = set(fields)
+    out: dict[str, Any] = {}
+    for row in OPTIONS:
+        if row.parser is None or not row.applies_to(side):
+            continue
+        value = view.parse(row.name, row.parser, row.default)
+        if row.field in wanted:
+            out[row.field] = value
+    return out
+
+
+def known_names(scope: Side) -> frozenset[str]:
     """Lower-cased names of the non-``kafka.*`` options of ``scope``."""
     return frozenset(
-        o.name.lower()
-        for o in OPTIONS
-        if o.scope in (scope, "both") and not o.name.startswith("kafka.")
+        o.name.lower() for o in OPTIONS if o.applies_to(scope) and not o.name.startswith("kafka.")
     )
 
 
@@ -264,7 +546,7 @@ def misspelt_hint(names: Iterable[str], required: str) -> str:
     return f" (is '{given}' a misspelling of it?)" if given is not None else ""
 
 
-def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> None:
+def check_names(names: Iterable[str], scope: Side) -> None:
     """Reject a misspelt option; accept (with a warning) other unknown names.
 
     ``kafka.*`` names are left to the Kafka translation (librdkafka or our client reject
@@ -291,9 +573,9 @@ def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> Non
     ConfigError
         ``Unknown option 'subscibe' of the kafka_txn reader: did you mean 'subscribe'?``
     """
-    other: Literal["reader", "writer"] = "writer" if scope == "reader" else "reader"
+    other: Side = "writer" if scope == "reader" else "reader"
     known = known_names(scope)
-    candidates = {o.name for o in OPTIONS if o.scope in (scope, "both") and "\\*" not in o.name}
+    candidates = {o.name for o in OPTIONS if o.applies_to(scope) and "\\*" not in o.name}
     candidates.update(f"kafka.{name}" for name in SECURITY_OPTIONS)  # one row of the docs
     for name in names:
         lowered = name.lower()
@@ -312,7 +594,7 @@ def check_names(names: Iterable[str], scope: Literal["reader", "writer"]) -> Non
         logger.warning("Ignoring option '%s', unknown to the kafka_txn %s", name, scope)
 
 
-def markdown_table(scope: Literal["reader", "writer"]) -> str:
+def markdown_table(scope: Side) -> str:
     """The option table of ``scope`` as Markdown (what the docs embed).
 
     Returns
@@ -322,11 +604,11 @@ def markdown_table(scope: Literal["reader", "writer"]) -> str:
     """
     rows = ["| option | default | meaning |", "|---|---|---|"]
     rows += [
-        f"| `{o.name}` | {o.default or '—'} | {o.doc} |"
+        f"| `{o.name}` | {o.shown_default() or '—'} | {o.doc} |"
         if "\\*" not in o.name
-        else f"| {o.name} | {o.default or '—'} | {o.doc} |"
+        else f"| {o.name} | {o.shown_default() or '—'} | {o.doc} |"
         for o in OPTIONS
-        if o.scope in (scope, "both")
+        if o.applies_to(scope)
     ]
     return "\n".join(rows) + "\n"
 

@@ -8,34 +8,31 @@ Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import client_options
-from pyspark_kafka_txn.options.registry import check_names, misspelt_hint
+from pyspark_kafka_txn.options.registry import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    check_names,
+    client_defaults,
+    misspelt_hint,
+    parse_fields,
+)
+from pyspark_kafka_txn.options.values import NON_NEGATIVE
 
 if TYPE_CHECKING:
     from pyspark_kafka_txn.client.config import ProducerConfig
     from pyspark_kafka_txn.client.security import SecurityConfig
 
 __all__ = [
-    "DEFAULT_TRANSACTIONAL_ID_PREFIX",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "WriterOptions",
     "parse_writer_options",
 ]
-
-
-DEFAULT_TRANSACTIONAL_ID_PREFIX = "spark-kafka-txn-"
-DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.timeout.ms
-DEFAULT_LINGERING_TIMEOUT_MS = 60_000
-DEFAULT_MAX_BLOCK_MS = 60_000  # the Java producer's default
-EXACTLY_ONCE = "exactly_once"
-AT_LEAST_ONCE = "at_least_once"
 
 #: ``kafka.*`` producer settings passed to our client (names as ProducerConfig takes them).
 _PRODUCER_OPTIONS = frozenset(
@@ -100,18 +97,13 @@ _FIXED = {
     "acks": ("all", "-1"),
 }
 
-_PREFIX = re.compile(r"^[A-Za-z0-9._\-]*$")
-#: Kafka's longest string field (transactional and group ids), in bytes.
-_MAX_ID_BYTES = 32_767
-#: What the writer appends to the prefix at most: a batch job's query id and the
-#: decision record's chunk groups (``job-{uuid}-decision-{slot}-{chunk}``).
-_LONGEST_SUFFIX = len("job-00000000-0000-0000-0000-000000000000-decision-1-") + 10
-MAX_PREFIX_LENGTH = _MAX_ID_BYTES - _LONGEST_SUFFIX
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriterOptions:
     """Every writer option, validated. Picklable: this is what reaches the executors.
+
+    Built by :func:`parse_writer_options` only; the defaults are the registry's
+    (:mod:`~pyspark_kafka_txn.options.registry`).
 
     Attributes
     ----------
@@ -139,14 +131,14 @@ class WriterOptions:
     """
 
     bootstrap_servers: str
-    topic: str | None = None
-    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
-    exactly_once: bool = True
-    transaction_timeout_ms: int | None = None
-    two_phase_commit: str = "auto"
-    lingering_timeout_ms: int = DEFAULT_LINGERING_TIMEOUT_MS
-    max_block_ms: int = DEFAULT_MAX_BLOCK_MS
-    client_options: Mapping[str, str] = field(default_factory=dict)
+    topic: str | None
+    transactional_id_prefix: str
+    exactly_once: bool
+    transaction_timeout_ms: int | None
+    two_phase_commit: str
+    lingering_timeout_ms: int
+    max_block_ms: int
+    client_options: Mapping[str, str]
 
     def __repr__(self) -> str:
         return redacted_repr(self, "client_options")
@@ -174,7 +166,7 @@ class WriterOptions:
         from pyspark_kafka_txn.client.config import ProducerConfig
 
         given: dict[str, str | int] = {
-            "transaction.version": "0",
+            **client_defaults(),
             **self.client_options,
             "bootstrap.servers": self.bootstrap_servers,
             "transactional.id": transactional_id,
@@ -207,6 +199,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     opts = OptionView(options)
     names = [opts.spelled(key) for key in opts]
     check_names(names, "writer")
+    values = parse_fields(opts, "writer", (f.name for f in fields(WriterOptions)))
 
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
@@ -214,29 +207,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
             + misspelt_hint(names, "kafka.bootstrap.servers")
         )
-    topic = opts.get("topic")
-    if topic is not None and not topic.strip():
-        raise ConfigError(f"Option '{opts.spelled('topic')}' must not be empty")
-    prefix = opts.get("transactionalIdPrefix", DEFAULT_TRANSACTIONAL_ID_PREFIX)
-    if not _PREFIX.match(prefix):
-        raise ConfigError(
-            f"Invalid value '{prefix}' for option '{opts.spelled('transactionalIdPrefix')}', "
-            "must contain only ASCII letters, digits, '.', '_' and '-'"
-        )
-    if len(prefix) > MAX_PREFIX_LENGTH:
-        raise ConfigError(
-            f"Option '{opts.spelled('transactionalIdPrefix')}' is {len(prefix)} characters "
-            f"long; at most {MAX_PREFIX_LENGTH} are allowed: the transactional and group ids "
-            f"derived from it (prefix, query id, suffix) must fit Kafka's {_MAX_ID_BYTES}-byte "
-            "limit of ids"
-        )
-    delivery = opts.choice("deliveryGuarantee", (EXACTLY_ONCE, AT_LEAST_ONCE), EXACTLY_ONCE)
-    two_phase = opts.choice(
-        "kafka.transaction.two.phase.commit.enable", ("auto", "true", "false"), "auto"
-    )
-    timeout = opts.positive_int("kafka.transaction.timeout.ms")
-    max_block = opts.positive_int("kafka.max.block.ms") or DEFAULT_MAX_BLOCK_MS
-    opts.boolean("includeHeaders", False)  # validated; a headers column is always written
+    values["bootstrap_servers"] = bootstrap
 
     raw = opts.kafka()
     for key, reason in _REJECTED.items():
@@ -250,7 +221,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
                     f"transactions require {allowed[0]}"
                 )
             del raw[key]
-    for key in (
+    for key in (  # parsed into their own attributes by the registry
         "bootstrap.servers",
         "transaction.timeout.ms",
         "transaction.two.phase.commit.enable",
@@ -259,23 +230,14 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         raw.pop(key, None)
     client = client_options(raw, producer_options=_PRODUCER_OPTIONS, ignored=_IGNORED)
     for key in sorted(_PRODUCER_OPTIONS & client.keys() - {"compression.type", "client.id"}):
-        opts.non_negative_int(f"kafka.{key}", 0)  # an integer, named as the user wrote it
-    written = WriterOptions(
-        bootstrap_servers=bootstrap,
-        topic=topic.strip() if topic is not None else None,
-        transactional_id_prefix=prefix,
-        exactly_once=delivery == EXACTLY_ONCE,
-        transaction_timeout_ms=timeout,
-        two_phase_commit=two_phase,
-        lingering_timeout_ms=opts.duration_ms(
-            "lingeringTransactionTimeout", DEFAULT_LINGERING_TIMEOUT_MS
-        ),
-        max_block_ms=max_block,
-        client_options=client,
-    )
+        opts.parse(f"kafka.{key}", NON_NEGATIVE)  # an integer, named as the user wrote it
+    written = WriterOptions(**values, client_options=client)
     # Build one producer configuration now, so a bad kafka.* value fails at query start.
     try:
-        written.producer_config(f"{prefix}check", timeout or DEFAULT_TRANSACTION_TIMEOUT_MS)
+        written.producer_config(
+            f"{written.transactional_id_prefix}check",
+            written.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
+        )
     except ConfigError as exc:
         if exc.option in _PRODUCER_OPTIONS:  # name it as the user wrote it: kafka.…
             raise exc.renamed(opts.spelled(f"kafka.{exc.option}")) from None

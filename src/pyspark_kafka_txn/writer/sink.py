@@ -7,9 +7,10 @@
 * :class:`KafkaBatchWriter` (``df.write.format("kafka_txn")``): the same protocol with a
   job id generated on the driver instead of the query id, and batch id 0.
 
-Both are created on the driver (options parsed, input columns checked, the transaction
-timeout resolved against the broker) and pickled to the executors; sockets are opened only
-inside ``write()`` / ``commit()`` / ``abort()``.
+Both are created on the driver by ``start()`` (the data source parsed the options; the
+input columns are checked and the transaction timeout resolved against the broker: the
+one network call of a writer's creation) and pickled to the executors; sockets are opened
+only there and inside ``write()`` / ``commit()`` / ``abort()``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from kio.schema.errors import ErrorCode
 from pyspark import TaskContext
@@ -39,11 +40,7 @@ from pyspark_kafka_txn.errors import (
     KafkaConnectionError,
     KafkaTxnError,
 )
-from pyspark_kafka_txn.options.writer import (
-    DEFAULT_TRANSACTION_TIMEOUT_MS,
-    WriterOptions,
-    parse_writer_options,
-)
+from pyspark_kafka_txn.options.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, WriterOptions
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import commit_batch
@@ -194,26 +191,45 @@ def _task(query_id: str | None) -> TaskIdentity:
 
 
 class _KafkaWriter:
-    """What both writers share: each is created on the driver, where the options are
-    parsed, the input columns checked and the transaction timeout resolved
-    (:func:`resolve_timeout`), and each task's :meth:`write` prepares a transaction.
+    """What both writers share: created on the driver by :meth:`start` with the parsed
+    options and the resolved transaction timeout, pickled to the executors, where each
+    task's :meth:`write` prepares a transaction.
 
     Parameters
     ----------
     options
-        The data source options as Spark passes them.
-    schema
-        The input DataFrame's schema (checked here, at the start of the query or job).
+        The parsed writer options.
+    timeout_ms
+        The transaction timeout resolved by :func:`resolve_timeout`.
     """
 
     #: The batch job's id, which stands for the query id in its transactional ids (None:
     #: a streaming query, whose id and batch id the task reads from Spark).
     job_id: str | None = None
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = parse_writer_options(options)
-        check_input_schema(schema, self.options.topic)
-        self.timeout_ms = resolve_timeout(self.options)
+    def __init__(self, options: WriterOptions, timeout_ms: int) -> None:
+        self.options = options
+        self.timeout_ms = timeout_ms
+
+    @classmethod
+    def start(cls, options: WriterOptions, schema: StructType) -> Self:
+        """Check the input columns, then the cluster (network I/O), and create the writer.
+
+        Parameters
+        ----------
+        options
+            The parsed writer options.
+        schema
+            The input DataFrame's schema.
+
+        Raises
+        ------
+        ConfigError, KafkaConnectionError, AuthenticationError, AuthorizationError
+            As :func:`~pyspark_kafka_txn.writer.schema.check_input_schema` and
+            :func:`resolve_timeout`: at the start of the query or job, not in every task.
+        """
+        check_input_schema(schema, options.topic)
+        return cls(options, resolve_timeout(options))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Prepare this task's transaction (executor)."""
@@ -223,7 +239,7 @@ class _KafkaWriter:
 class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
     """Exactly-once micro-batch writer (see the module docstring).
 
-    Created with the data source options and the input schema, like the batch writer.
+    Created by :meth:`start` on the driver, like the batch writer.
     """
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
@@ -238,12 +254,12 @@ class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
 class KafkaBatchWriter(_KafkaWriter, DataSourceArrowWriter):
     """``df.write.format("kafka_txn")``: the same two-phase commit for one job.
 
-    Created with the data source options and the input schema, like the streaming writer;
-    the job's id is generated here, on the driver.
+    Created by :meth:`start` on the driver, like the streaming writer; the job's id is
+    generated here, on the driver.
     """
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        super().__init__(options, schema)
+    def __init__(self, options: WriterOptions, timeout_ms: int) -> None:
+        super().__init__(options, timeout_ms)
         self.job_id = f"job-{uuid.uuid4()}"
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:

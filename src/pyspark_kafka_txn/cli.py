@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark_kafka_txn._version import __version__
 from pyspark_kafka_txn.wire import SECURITY_PROTOCOLS
 
 if TYPE_CHECKING:
@@ -405,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``kafka-txn`` argument parser."""
     parser = argparse.ArgumentParser(prog="kafka-txn", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run the embedded Kafka-compatible cluster")

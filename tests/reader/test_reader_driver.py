@@ -382,7 +382,7 @@ def test_group_id_and_kafka_settings_reach_the_consumer(kafka: KafkaTarget) -> N
     def executor_config(**options: str) -> dict[str, str | int | float | bool]:
         reader = KafkaTxnDataSource({**base, **options}).streamReader(spark_schema(False))
         assert isinstance(reader, KafkaStreamReader)
-        return _consumer_config(reader.options, partition, reader._executor_group_id)
+        return _consumer_config(reader.options, partition, reader.executor_group_id)
 
     generated = executor_config(groupIdPrefix="my-prefix")["group.id"]
     assert isinstance(generated, str) and generated.startswith("my-prefix-")

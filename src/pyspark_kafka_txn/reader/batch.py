@@ -9,33 +9,24 @@ topic-partition range; the tasks read through
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options import ReaderOptions
-from pyspark_kafka_txn.reader.planning import DriverMixin
+from pyspark_kafka_txn.reader.base import KafkaReader
 
 __all__ = ["KafkaBatchReader"]
 
 logger = logging.getLogger(__name__)
 
 
-class KafkaBatchReader(DriverMixin, DataSourceReader):
+class KafkaBatchReader(KafkaReader, DataSourceReader):
     """``spark.read.format("kafka_txn")``: one bounded read between two offset bounds.
 
-    Parameters
-    ----------
-    options
-        Validated options (``ending`` set).
+    Created with validated options (``ending`` set); see
+    :class:`~pyspark_kafka_txn.reader.base.KafkaReader`.
     """
-
-    def __init__(self, options: ReaderOptions) -> None:
-        self.options = options
-        self._client = None
-        self._query_uuid = uuid.uuid4().hex
 
     def partitions(self) -> Sequence[InputPartition]:
         """Resolve both bounds (LSO-capped) and plan the tasks."""
@@ -60,4 +51,4 @@ class KafkaBatchReader(DriverMixin, DataSourceReader):
                     f"Option 'endingOffsets': ending offset {end[tp]} of {tp} is before the "
                     f"starting offset {start[tp]}"
                 )
-        return self._input_partitions(start, end)
+        return self._tasks(start, end)

@@ -9,15 +9,14 @@ transaction still open at planning time are left for a later micro-batch. It res
 (``fetchOffset.numRetries``) and fails fast when the cluster cannot be reached or refuses
 the credentials.
 
-:class:`DriverMixin` is what the batch and the stream reader share: the lazily created
-client (never pickled), the split of offset ranges into tasks, and ``read()``, which hands a
-planned range to the executor part (:func:`~pyspark_kafka_txn.reader.executor.read_range`).
+:func:`plan_tasks` splits and packs the offset ranges of a read into Spark tasks.
 
 :class:`LsoStallMonitor` warns when an open transaction pins a partition's LSO
 (``lsoStallWarnMs``).
 
-confluent-kafka is imported inside the methods that use it, so importing this module stays
-cheap.
+Planning only: the reader classes (``reader/base.py``) own construction, pickling and
+``read()``; this module imports nothing of the executor's. confluent-kafka is imported
+inside the methods that use it, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -25,10 +24,8 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-from pyspark.sql.datasource import InputPartition
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark_kafka_txn.client.errors import AUTHORIZATION_CODES
 from pyspark_kafka_txn.errors import (
@@ -57,12 +54,8 @@ from pyspark_kafka_txn.reader.common import (
     not_authorized,
     report_data_loss,
 )
-from pyspark_kafka_txn.reader.executor import read_range, read_ranges
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-__all__ = ["DriverMixin", "LsoStallMonitor", "OffsetClient"]
+__all__ = ["LsoStallMonitor", "OffsetClient", "plan_tasks"]
 
 logger = logging.getLogger(__name__)
 
@@ -402,69 +395,58 @@ def _redacted(text: str, options: ReaderOptions) -> str:
     return text
 
 
-class DriverMixin:
-    """What batch and stream readers share on the driver."""
+def plan_tasks(
+    options: ReaderOptions,
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+) -> list[KafkaInputPartition | KafkaInputPartitions]:
+    """The tasks of one read: offset ranges split and packed by the options.
 
-    options: ReaderOptions
-    _client: OffsetClient | None
+    Parameters
+    ----------
+    options
+        ``minPartitions``, ``maxRecordsPerPartition``, ``minRecordsPerPartition`` and
+        ``failOnDataLoss`` are used.
+    start, end
+        Resolved offsets per topic-partition (``end`` lists the partitions to read).
 
-    def _offsets(self) -> OffsetClient:
-        if self._client is None:
-            self._client = OffsetClient(self.options)
-        return self._client
+    Returns
+    -------
+    list
+        One :class:`KafkaInputPartition` per task reading one range, one
+        :class:`KafkaInputPartitions` per task reading several.
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_client"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    def _input_partitions(
-        self, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
-    ) -> list[KafkaInputPartition | KafkaInputPartitions]:
-        ranges: list[OffsetRange] = []
-        for tp in sorted(end):
-            s, e = start[tp], end[tp]
-            if e < s:
-                report_data_loss(
-                    self.options.fail_on_data_loss,
-                    f"Partition {tp}'s offset was changed from {s} to {e}.",
-                )
-                continue
-            ranges.append(OffsetRange(tp, s, e))
-        split = split_ranges(
-            ranges,
-            min_partitions=self.options.min_partitions,
-            max_records_per_partition=self.options.max_records_per_partition,
-        )
-        packed = pack_ranges(
-            split,
-            min_records_per_partition=self.options.min_records_per_partition,
-            max_records_per_partition=self.options.max_records_per_partition,
-            min_partitions=self.options.min_partitions,
-        )
-        tasks = [
-            tuple(KafkaInputPartition(r.tp.topic, r.tp.partition, r.start, r.end) for r in task)
-            for task in packed
-        ]
-        return [task[0] if len(task) == 1 else KafkaInputPartitions(task) for task in tasks]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one planned task on an executor: its range or ranges (see :func:`read_range`)."""
-        group_id = self._executor_group_id
-        if isinstance(partition, KafkaInputPartitions):
-            return read_ranges(self.options, partition.ranges, group_id=group_id)
-        if not isinstance(partition, KafkaInputPartition):
-            return iter(())  # Spark plans one placeholder partition when there is nothing
-        return read_range(self.options, partition, group_id=group_id)
-
-    @property
-    def _executor_group_id(self) -> str:
-        return f"{self.options.group_id_prefix}-{self._query_uuid}-executor"
-
-    _query_uuid: str
+    Raises
+    ------
+    DataLossError
+        When an end lies before its start (offsets reset) and ``failOnDataLoss`` is true.
+    """
+    ranges: list[OffsetRange] = []
+    for tp in sorted(end):
+        s, e = start[tp], end[tp]
+        if e < s:
+            report_data_loss(
+                options.fail_on_data_loss,
+                f"Partition {tp}'s offset was changed from {s} to {e}.",
+            )
+            continue
+        ranges.append(OffsetRange(tp, s, e))
+    split = split_ranges(
+        ranges,
+        min_partitions=options.min_partitions,
+        max_records_per_partition=options.max_records_per_partition,
+    )
+    packed = pack_ranges(
+        split,
+        min_records_per_partition=options.min_records_per_partition,
+        max_records_per_partition=options.max_records_per_partition,
+        min_partitions=options.min_partitions,
+    )
+    tasks = [
+        tuple(KafkaInputPartition(r.tp.topic, r.tp.partition, r.start, r.end) for r in task)
+        for task in packed
+    ]
+    return [task[0] if len(task) == 1 else KafkaInputPartitions(task) for task in tasks]
 
 
 class LsoStallMonitor:

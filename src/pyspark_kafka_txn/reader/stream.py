@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -35,15 +34,16 @@ from pyspark_kafka_txn.offsets import (
     with_origin,
 )
 from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.reader.base import KafkaReader
 from pyspark_kafka_txn.reader.common import report_data_loss
-from pyspark_kafka_txn.reader.planning import DriverMixin, LsoStallMonitor
+from pyspark_kafka_txn.reader.planning import LsoStallMonitor
 
 __all__ = ["KafkaStreamReader"]
 
 logger = logging.getLogger(__name__)
 
 
-class KafkaStreamReader(DriverMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kafka_txn")``: LSO-bounded micro-batches.
 
     Parameters
@@ -53,9 +53,7 @@ class KafkaStreamReader(DriverMixin, DataSourceStreamReader, SupportsTriggerAvai
     """
 
     def __init__(self, options: ReaderOptions) -> None:
-        self.options = options
-        self._client = None
-        self._query_uuid = uuid.uuid4().hex
+        super().__init__(options)
         self._latest: PartitionOffsets | None = None
         self._available_now: PartitionOffsets | None = None
         self._last_trigger_ms = 0.0
@@ -199,7 +197,7 @@ class KafkaStreamReader(DriverMixin, DataSourceStreamReader, SupportsTriggerAvai
         new = [tp for tp in until if tp not in begin]
         if new:
             begin.update(self._offsets().earliest(new))
-        return self._input_partitions(begin, until)
+        return self._tasks(begin, until)
 
     def commit(self, end: OffsetJson) -> None:
         """Nothing to do: Spark's checkpoint owns the offsets; nothing is committed to Kafka."""

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-dev
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
 
-$(STAMP): pyproject.toml | check-python
+$(STAMP): pyproject.toml setup.cfg | check-python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

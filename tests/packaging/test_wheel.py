@@ -1,0 +1,130 @@
+"""The package as a user gets it: ``python -m build``, ``twine check``, and the wheel
+installed into a fresh virtual environment writing and reading exactly once.
+
+The build runs on a copy of the build's inputs (pyproject.toml, setup.cfg, README.md,
+LICENSE, src/), so the working tree gets no build/ or egg-info. ``python -m build`` makes
+the sdist, then the wheel from the unpacked sdist, so a file missing from the sdist fails
+here too. The fresh environment gets the PySpark of the running tests first (as a cluster
+has its own), then the wheel, from pip's cache when it has them; installing the wheel must
+leave that PySpark alone.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import pyspark_kafka_txn
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What ``python -m build`` reads from the repository.
+BUILD_INPUTS = ("pyproject.toml", "setup.cfg", "README.md", "LICENSE", "src")
+SMOKE = Path(__file__).with_name("wheel_smoke.py")
+
+pytestmark = [pytest.mark.slow, pytest.mark.own_spark]
+
+
+def run(
+    *args: str | Path,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run a command; on failure show its output (the assertion message)."""
+    done = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
+    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    out: str = done.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    source = tmp_path_factory.mktemp("source")
+    for name in BUILD_INPUTS:
+        path = ROOT / name
+        if path.is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+            shutil.copytree(path, source / name, ignore=ignore)
+        else:
+            shutil.copy2(path, source / name)
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--outdir", out, source)
+    yield out
+
+
+def wheel_of(dist: Path) -> Path:
+    (wheel,) = dist.glob("*.whl")
+    return wheel
+
+
+def test_sdist_and_wheel_pass_twine_check(dist: Path) -> None:
+    files = sorted(dist.iterdir())
+    assert sorted(f.name.rsplit(".", 1)[-1] for f in files) == ["gz", "whl"], files
+    out = run(sys.executable, "-m", "twine", "check", "--strict", *files)
+    assert out.count("PASSED") == 2, out
+
+
+def test_wheel_metadata_never_requires_pyspark(dist: Path) -> None:
+    with zipfile.ZipFile(wheel_of(dist)) as wheel:
+        (name,) = (n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(wheel.read(name).decode())
+        names = set(wheel.namelist())
+    assert metadata["Version"] == pyspark_kafka_txn.__version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "pyspark_kafka_txn/py.typed" in names
+    requires = metadata.get_all("Requires-Dist") or []
+    pyspark = [r for r in requires if r.split(";")[0].strip().startswith("pyspark")]
+    # Only under extras (spark, dev): a plain install never pulls (or replaces) PySpark.
+    assert pyspark, requires
+    assert all("extra ==" in r for r in pyspark), pyspark
+
+
+@pytest.mark.timeout(900)
+def test_installed_wheel_writes_and_reads_exactly_once(dist: Path, tmp_path: Path) -> None:
+    phases: dict[str, float] = {}
+    start = time.monotonic()
+    env_dir = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", env_dir)
+    python = env_dir / "bin" / "python"
+    # This environment's pip installs into the new one (--python): no ensurepip.
+    pip = (sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check")
+    spark_version = version("pyspark")
+    run(*pip, "install", "--quiet", f"pyspark=={spark_version}")
+    phases["venv + pyspark"] = time.monotonic() - start
+
+    mark = time.monotonic()
+    run(*pip, "install", "--quiet", wheel_of(dist))
+    phases["wheel + dependencies"] = time.monotonic() - mark
+    shown = run(*pip, "list", "--format=json")
+    installed = {p["name"].lower(): p["version"] for p in json.loads(shown)}
+    assert installed["pyspark"] == spark_version, "installing the wheel replaced PySpark"
+    assert installed["pyspark-kafka-txn"] == pyspark_kafka_txn.__version__
+
+    cli = run(env_dir / "bin" / "kafka-txn", "--version")
+    assert cli.strip() == f"kafka-txn {pyspark_kafka_txn.__version__}"
+
+    mark = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK_"))}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(python)
+    out = run(python, SMOKE, cwd=tmp_path, env=env, timeout=300)
+    phases["smoke script"] = time.monotonic() - mark
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["spark_read_exactly_once"], result
+    assert result["read_committed_exactly_once"], result
+    assert Path(result["module"]).is_relative_to(env_dir.resolve())
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
+    sys.stderr.write(f"wheel smoke test: {timings}\n")

@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
 
-from pyspark_kafka_txn.options import TopicPartition
 from pyspark_kafka_txn.reader.executor import _to_batch
 from pyspark_kafka_txn.schema import arrow_schema
+from pyspark_kafka_txn.wire import TopicPartition
 
 TP = TopicPartition("bench-topic", 0)
 

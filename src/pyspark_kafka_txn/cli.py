@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark_kafka_txn.embedded import ListenerSecurity
     from pyspark_kafka_txn.writer.lingering import OpenTransaction
 
-logger = logging.getLogger("pyspark_kafka_txn.cli")
+logger = logging.getLogger(__name__)
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -312,14 +312,14 @@ def _transactions(args: argparse.Namespace) -> int:
     import time
 
     from pyspark_kafka_txn.client.connection import ConnectionConfig
-    from pyspark_kafka_txn.client.errors import (
+    from pyspark_kafka_txn.client.metadata import ClusterClient
+    from pyspark_kafka_txn.client.security import SecurityConfig
+    from pyspark_kafka_txn.errors import (
         AuthenticationError,
         ConfigError,
         KafkaConnectionError,
         KafkaTxnError,
     )
-    from pyspark_kafka_txn.client.metadata import ClusterClient
-    from pyspark_kafka_txn.client.security import SecurityConfig
     from pyspark_kafka_txn.writer.lingering import find_open_transactions
 
     timeout_s: float = args.timeout_s
@@ -381,7 +381,7 @@ def _abort_all(
     error: Callable[[str], None],
 ) -> int:
     """Abort (or, dry, print) each transaction; return how many could not be aborted."""
-    from pyspark_kafka_txn.client.errors import KafkaTxnError
+    from pyspark_kafka_txn.errors import KafkaTxnError
     from pyspark_kafka_txn.writer.lingering import abort_open_transaction
 
     failed = 0

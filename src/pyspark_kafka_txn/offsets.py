@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark_kafka_txn.options import TopicPartition
+from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = [
     "ORIGIN",

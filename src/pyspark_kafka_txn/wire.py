@@ -6,7 +6,8 @@ sends), FindCoordinator's key types, the isolation levels of Fetch and ListOffse
 control record types of transaction markers, ListOffsets' special timestamps, the config
 resource types and operations of DescribeConfigs / AlterConfigs /
 IncrementalAlterConfigs, the "no producer" values of record batches and the
-transaction coordinator, and the ``security.protocol`` and SASL mechanism names. It
+transaction coordinator, the ``security.protocol`` and SASL mechanism names, and the one
+topic-partition type (:class:`TopicPartition`). It
 imports nothing, so both ``client`` and ``embedded`` share it from below.
 
 kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
@@ -18,7 +19,21 @@ config types are ``embedded.topic_config.ConfigType``.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """A topic-partition: the one type of the package (reader, writer, client, broker).
+
+    A tuple, so ``(topic, partition)`` works as a key wherever one is looked up.
+    """
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
 
 # --- API keys ------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 60.0
 
@@ -85,7 +85,7 @@ class ChaosFeed:
         try:
             target(*args)
         except BaseException as exc:  # reported by the harness
-            log.exception("chaos feed failed")
+            logger.exception("chaos feed failed")
             self.error = exc
 
     def _producer(self, transactional_id: str, timeout_ms: int = 60_000) -> Any:
@@ -121,7 +121,7 @@ class ChaosFeed:
                     with self._lock:
                         self.failed_calls += 1
                     err: KafkaError = exc.args[0]
-                    log.info("feed %d: %s; starting a new producer", index, err)
+                    logger.info("feed %d: %s; starting a new producer", index, err)
                     producer = None
                 self._stop.wait(self.pause_s)
         finally:
@@ -173,13 +173,13 @@ class ChaosFeed:
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
             except KafkaException as exc:
-                log.info("feed: stalled transaction not committed: %s", exc.args[0])
+                logger.info("feed: stalled transaction not committed: %s", exc.args[0])
                 with self._lock:
                     self.timed_out_txns += 1
             else:
                 with self._lock:
                     self.late_commits += 1
         except KafkaException as exc:  # a fault hit the setup: nothing was committed
-            log.info("feed: stalled transaction failed early: %s", exc.args[0])
+            logger.info("feed: stalled transaction failed early: %s", exc.args[0])
             with self._lock:
                 self.failed_calls += 1

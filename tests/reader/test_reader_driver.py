@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.errors import StallTimeoutError
 from pyspark_kafka_txn.offsets import ORIGIN, from_json_dict, origin_of, to_json_dict
-from pyspark_kafka_txn.options import TopicPartition, parse_reader_options
+from pyspark_kafka_txn.options import parse_reader_options
 from pyspark_kafka_txn.reader import executor
 from pyspark_kafka_txn.reader.batch import KafkaBatchReader
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
@@ -26,6 +26,7 @@ from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
+from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.clients import txn_producer, watermarks
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.target import KafkaTarget

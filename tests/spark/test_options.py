@@ -20,13 +20,13 @@ from pyspark_kafka_txn.options import (
     SpecificOffsets,
     SpecificTimestamps,
     SubscribePattern,
-    TopicPartition,
     parse_reader_options,
 )
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
 from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
+from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.bad_options import CASES, SECRET
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyspark_kafka_txn.offsets import OffsetRange, pack_ranges, split_ranges
-from pyspark_kafka_txn.options import TopicPartition
+from pyspark_kafka_txn.wire import TopicPartition
 
 
 def _key(r: OffsetRange) -> tuple[str, int, int]:

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyspark_kafka_txn.errors import KafkaTxnError
-from pyspark_kafka_txn.options import TopicPartition
 from pyspark_kafka_txn.reader import executor
 from pyspark_kafka_txn.schema import arrow_schema
+from pyspark_kafka_txn.wire import TopicPartition
 
 TP = TopicPartition("tëst-topic", 3)
 
@@ -134,7 +134,7 @@ def test_conversion_does_not_import_pandas() -> None:
     code = (
         "import sys\n"
         "from confluent_kafka import Message\n"
-        "from pyspark_kafka_txn.options import TopicPartition\n"
+        "from pyspark_kafka_txn.wire import TopicPartition\n"
         "from pyspark_kafka_txn.reader.executor import _to_batch\n"
         "m = Message(topic='t', partition=0, offset=1, key=None, value=b'v',"
         " headers=[('h', b'x')], timestamp=(1, 5))\n"

@@ -47,7 +47,7 @@ __all__ = [
     "request_entity",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
@@ -198,7 +198,7 @@ class Connection:
             error = AuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {_tls_failure(exc)}"
             )
-            log.warning("%s", error)
+            logger.warning("%s", error)
             raise error from None
         except OSError as exc:
             if raw is not None:
@@ -218,7 +218,7 @@ class Connection:
                 self._authenticate(security)
         except AuthenticationError as exc:
             # Not retried: log it like the Java client's "failed authentication due to".
-            log.warning("%s", exc)
+            logger.warning("%s", exc)
             self.close()
             self._note_failure()
             raise
@@ -261,7 +261,7 @@ class Connection:
         return AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {detail}")
 
     def _fail(self, message: str, exc: BaseException | None = None) -> KafkaConnectionError:
-        log.info("connection to %s:%s failed: %s", self.host, self.port, message)
+        logger.info("connection to %s:%s failed: %s", self.host, self.port, message)
         self.close()
         self._note_failure()
         err = KafkaConnectionError(f"{self.host}:{self.port}: {message}")

@@ -31,7 +31,7 @@ from pyspark_kafka_txn.wire import COORDINATOR_TXN, END_TXN
 
 __all__ = ["PreparedTransaction", "end_transaction", "end_transactions"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def end_transaction(
     finally:
         if own:
             client.close()
-    log.info("EndTxn(%r, commit=%s) -> %s", tid, commit, result)
+    logger.info("EndTxn(%r, commit=%s) -> %s", tid, commit, result)
     return result
 
 
@@ -158,7 +158,7 @@ def end_transactions(
     try:  # one FindCoordinator for all ids, not one round trip per id behind the EndTxns
         cluster.find_coordinators(COORDINATOR_TXN, (h.transactional_id for h in handles))
     except KafkaTxnError as exc:
-        log.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
+        logger.debug("batched coordinator lookup failed (looked up one by one): %s", exc)
     for handle in handles:
         try:
             conn = cluster.coordinator(COORDINATOR_TXN, handle.transactional_id)

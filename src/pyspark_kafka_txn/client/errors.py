@@ -52,6 +52,7 @@ __all__ = [
     "RecordTooLargeError",
     "TransactionError",
     "authorization_error",
+    "missing_acl_text",
 ]
 
 #: Resource types, named as ``kafka-acls.sh`` and Kafka's ``ResourceType`` print them.
@@ -216,6 +217,25 @@ class AuthorizationError(BrokerError):
         """Always False: only a new ACL changes the answer."""
         return False
 
+    def with_acl(self, username: str | None, acl: str, docs: str) -> AuthorizationError:
+        """The same error, naming the ACL that allows the operation (:func:`missing_acl_text`).
+
+        Parameters
+        ----------
+        username
+            The SASL username (never the password), if any.
+        acl
+            The ACL as ``kafka-acls.sh`` options (``--operation Read --topic t``).
+        docs
+            Where the ACLs are documented (``see 'Least-privilege ACLs' in …``).
+
+        Returns
+        -------
+        AuthorizationError
+            A new exception; ``self`` is unchanged.
+        """
+        return self.with_hint(missing_acl_text(username, acl, docs))
+
     def with_hint(self, hint: str) -> AuthorizationError:
         """The same error with ``hint`` (what ACL would allow it) in its message.
 
@@ -238,6 +258,29 @@ class AuthorizationError(BrokerError):
             self.context,
             hint,
         )
+
+
+def missing_acl_text(username: str | None, acl: str, docs: str) -> str:
+    """The one wording of a missing ACL, as ``kafka-acls.sh`` options.
+
+    Parameters
+    ----------
+    username
+        The SASL username, which names the principal ``User:<username>``; without one the
+        principal is a placeholder (TLS certificates map to principals by broker rules).
+    acl
+        The ACL's operation and resource options.
+    docs
+        Where the ACLs are documented.
+
+    Returns
+    -------
+    str
+        ``needs an ACL such as: --allow-principal User:app --operation Read --topic t
+        (see …)``.
+    """
+    principal = f"User:{username}" if username else "User:<principal>"
+    return f"needs an ACL such as: --allow-principal {principal} {acl} ({docs})"
 
 
 def authorization_error(

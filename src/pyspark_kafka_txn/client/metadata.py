@@ -34,7 +34,7 @@ __all__ = [
     "parse_bootstrap",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -171,7 +171,7 @@ class ClusterClient:
             except (KafkaConnectionError, BrokerError) as exc:
                 if not getattr(exc, "retriable", False) or time.monotonic() + delay > deadline:
                     raise
-                log.debug("%s: retrying after %s", what, exc)
+                logger.debug("%s: retrying after %s", what, exc)
             time.sleep(delay)
             delay = min(delay * 2, self.config.reconnect_backoff_max_s)
 

@@ -96,7 +96,7 @@ __all__ = [
     "end_transactions",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 INIT_PRODUCER_ID_2PC = 6  # first InitProducerId version with Enable2Pc (KIP-939)
 
@@ -247,7 +247,7 @@ class TransactionalProducer:
                 # v6 advertised but 2PC disabled on the broker (or the TWO_PHASE_COMMIT
                 # ACL missing): fall back to the timeout behaviour. A missing WRITE ACL
                 # fails the plain request below the same way.
-                log.warning(
+                logger.warning(
                     "producer %r: broker refused two-phase commit (%s: no TWO_PHASE_COMMIT "
                     "ACL on the transactional id, or transaction.two.phase.commit.enable is "
                     "off on the broker); using transaction.timeout.ms",
@@ -279,7 +279,7 @@ class TransactionalProducer:
         self._sender.restart(self.producer_id, self.producer_epoch, self.transaction_version)
         self._sender.error = None
         self._move(TransactionState.READY, "init_transactions")
-        log.info(
+        logger.info(
             "producer %r: id %d epoch %d (transaction version %d, two-phase commit %s)",
             self.transactional_id,
             self.producer_id,

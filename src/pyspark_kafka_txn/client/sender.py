@@ -50,7 +50,7 @@ from pyspark_kafka_txn.wire import PRODUCE
 
 __all__ = ["Sender"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _METADATA_STALE = frozenset(
     {
@@ -390,7 +390,7 @@ class Sender:
                 f"delivery to {part.tp[0]}-{part.tp[1]} timed out; last error: {exc}",
             )
             return
-        log.info("retrying %s-%s after %s", part.tp[0], part.tp[1], exc)
+        logger.info("retrying %s-%s after %s", part.tp[0], part.tp[1], exc)
         if stale_metadata:
             self.cluster.invalidate_topic(part.tp[0])
         part.generation += 1
@@ -403,7 +403,7 @@ class Sender:
         part.retry_at = now + part.backoff
 
     def _fail_batch(self, batch: _Batch, exc: KafkaTxnError) -> None:
-        log.warning("batch to %s-%s failed: %s", batch.tp[0], batch.tp[1], exc)
+        logger.warning("batch to %s-%s failed: %s", batch.tp[0], batch.tp[1], exc)
         if self.error is None:
             self.error = exc
 

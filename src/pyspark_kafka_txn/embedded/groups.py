@@ -23,14 +23,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.wire import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS = 50
 OFFSET_METADATA_MAX_BYTES = 4096
-
-TopicPartition = tuple[str, int]
 
 
 def java_string_hash(value: str) -> int:
@@ -169,9 +168,11 @@ class GroupOffsets:
                     continue
                 r = json.loads(line)
                 if r["t"] == "commit":
-                    self.commit(r["g"], (r["tp"][0], r["tp"][1]), r["o"], r["e"], r["m"])
+                    self.commit(
+                        r["g"], TopicPartition(r["tp"][0], r["tp"][1]), r["o"], r["e"], r["m"]
+                    )
                 elif r["t"] == "stage":
-                    tp = (r["tp"][0], r["tp"][1])
+                    tp = TopicPartition(r["tp"][0], r["tp"][1])
                     self.stage(r["g"], r["pid"], tp, r["o"], r["e"], r["m"])
                 elif r["t"] == "marker":
                     self.complete(r["p"], r["pid"], r["c"])
@@ -180,7 +181,7 @@ class GroupOffsets:
                 elif r["t"] == "delete_group":
                     self.delete_group(r["g"])
                 elif r["t"] == "delete_offsets":
-                    self.delete_offsets(r["g"], [(t, p) for t, p in r["tps"]])
+                    self.delete_offsets(r["g"], [TopicPartition(t, p) for t, p in r["tps"]])
         finally:
             self._sink = sink
 

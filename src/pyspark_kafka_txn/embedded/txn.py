@@ -59,14 +59,13 @@ from pyspark_kafka_txn.embedded.txn_state import (
     TWO_PHASE_TIMEOUT_MS,
     VALID_PREVIOUS_STATES,
     IllegalTxnTransitionError,
-    TopicPartition,
     TxnMetadata,
     TxnResult,
     TxnState,
     check_initial_producer_epoch,
     is_epoch_exhausted,
 )
-from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition
 
 __all__ = [
     "MAX_EPOCH",
@@ -75,7 +74,6 @@ __all__ = [
     "VALID_PREVIOUS_STATES",
     "IllegalTxnTransitionError",
     "MarkerWriter",
-    "TopicPartition",
     "TransactionCoordinator",
     "TxnMetadata",
     "TxnResult",

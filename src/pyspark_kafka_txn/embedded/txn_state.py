@@ -19,13 +19,11 @@ from types import MappingProxyType
 from typing import Final
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition
 
 MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
 TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: the stored timeout of a 2PC txn
-
-TopicPartition = tuple[str, int]
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -177,7 +175,7 @@ class TxnMetadata:
             next_producer_id=d.get("rotate_to_pid", NO_PRODUCER_ID),
             timeout_ms=d["timeout_ms"],
             state=TxnState(d["state"]),
-            partitions={(t, p) for t, p in d["partitions"]},
+            partitions={TopicPartition(t, p) for t, p in d["partitions"]},
             start_ms=d["start_ms"],
             last_update_ms=d["last_update_ms"],
         )

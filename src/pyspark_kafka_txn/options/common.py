@@ -11,7 +11,7 @@ the view and the option's canonical name; none of them does I/O or imports pyspa
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.values import InvalidValueError, Parser
@@ -19,7 +19,6 @@ from pyspark_kafka_txn.options.values import InvalidValueError, Parser
 __all__ = [
     "KAFKA_PREFIX",
     "OptionView",
-    "TopicPartition",
     "is_secret",
     "redact",
     "redacted_repr",
@@ -29,16 +28,6 @@ KAFKA_PREFIX = "kafka."
 
 _REDACTED = "*********(redacted)"
 _SECRET_MARKERS = ("password", "secret", "jaas", "token", "credential")
-
-
-class TopicPartition(NamedTuple):
-    """A topic-partition, usable as a dict key and picklable."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def is_secret(key: str) -> bool:

@@ -19,18 +19,15 @@ from dataclasses import dataclass, fields
 from enum import Enum
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options.common import OptionView, TopicPartition, redacted_repr
+from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
 from pyspark_kafka_txn.options.registry import check_names, misspelt_hint, parse_fields
 
 # Kafka's ListOffsets sentinels (-2 earliest, -1 latest), also those of the JSON offset options.
-from pyspark_kafka_txn.wire import EARLIEST, LATEST
+from pyspark_kafka_txn.wire import EARLIEST, LATEST, TopicPartition
 
 __all__ = [
-    "EARLIEST",
-    "LATEST",
     "Assign",
-    "ConfigError",
     "GlobalTimestamp",
     "OffsetBound",
     "OffsetSpec",
@@ -40,7 +37,6 @@ __all__ = [
     "Subscribe",
     "SubscribePattern",
     "Subscription",
-    "TopicPartition",
     "parse_reader_options",
 ]
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
-from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.options import ReaderOptions
 from pyspark_kafka_txn.reader.common import KafkaInputPartition, KafkaInputPartitions
 from pyspark_kafka_txn.reader.executor import read_range, read_ranges
+from pyspark_kafka_txn.wire import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -19,7 +19,8 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_kafka_txn.client.errors import RESOURCE_TOPIC
 from pyspark_kafka_txn.errors import AuthorizationError, DataLossError
-from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.options import ReaderOptions
+from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = ["KafkaInputPartition", "KafkaInputPartitions", "not_authorized", "report_data_loss"]
 
@@ -58,12 +59,11 @@ def not_authorized(
     """
     from kio.schema.errors import ErrorCode  # only on this error path: kio is slow to import
 
-    user = options.kafka_params.get("sasl.username")
-    principal = f"User:{user}" if user else "User:<principal>"
     error = AuthorizationError(ErrorCode(code), operation, RESOURCE_TOPIC, topic, context)
-    return error.with_hint(
-        f"needs an ACL such as: --allow-principal {principal} --operation Read --topic "
-        f"{topic} (see 'Least-privilege ACLs' in the kafka_txn reader's documentation)"
+    return error.with_acl(
+        options.kafka_params.get("sasl.username"),
+        f"--operation Read --topic {topic}",
+        "see 'Least-privilege ACLs' in the kafka_txn reader's documentation",
     )
 
 

@@ -26,9 +26,10 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from pyspark_kafka_txn.errors import KafkaTxnError, StallTimeoutError
-from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.options import ReaderOptions
 from pyspark_kafka_txn.reader.common import KafkaInputPartition, not_authorized, report_data_loss
 from pyspark_kafka_txn.schema import arrow_schema
+from pyspark_kafka_txn.wire import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa

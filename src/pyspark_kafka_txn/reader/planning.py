@@ -45,7 +45,6 @@ from pyspark_kafka_txn.options import (
     SpecificOffsets,
     SpecificTimestamps,
     Subscribe,
-    TopicPartition,
     redact,
 )
 from pyspark_kafka_txn.reader.common import (
@@ -54,6 +53,7 @@ from pyspark_kafka_txn.reader.common import (
     not_authorized,
     report_data_loss,
 )
+from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = ["LsoStallMonitor", "OffsetClient", "plan_tasks"]
 

@@ -33,10 +33,11 @@ from pyspark_kafka_txn.offsets import (
     to_json_dict,
     with_origin,
 )
-from pyspark_kafka_txn.options import ReaderOptions, TopicPartition
+from pyspark_kafka_txn.options import ReaderOptions
 from pyspark_kafka_txn.reader.base import KafkaReader
 from pyspark_kafka_txn.reader.common import report_data_loss
 from pyspark_kafka_txn.reader.planning import LsoStallMonitor
+from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = ["KafkaStreamReader"]
 

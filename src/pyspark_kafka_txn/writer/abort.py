@@ -36,7 +36,7 @@ from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
 
 __all__ = ["abort_batch"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def abort_batch(
@@ -75,7 +75,7 @@ def abort_batch(
         if options.exactly_once:
             decision = read_decision(cluster, prefix, query_id, batch=batch)
             if decision is not None and decision.stands_for(batch):
-                log.warning(
+                logger.warning(
                     "batch %d of %s was decided before the failure: not aborted; the restart "
                     "rolls the decision forward",
                     batch,
@@ -94,7 +94,9 @@ def _abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
     fresh = [m.handle.transaction for m in present if m.kind == FRESH and m.handle]
     for tid, result in end_transactions(cluster, fresh, commit=False).items():
         if isinstance(result, Exception):
-            log.warning("abort of %s failed (its next InitProducerId aborts it): %s", tid, result)
+            logger.warning(
+                "abort of %s failed (its next InitProducerId aborts it): %s", tid, result
+            )
 
 
 def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> None:
@@ -105,7 +107,7 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
     def still_open(listed: list[OpenTransaction]) -> list[str]:
         ours = [t for t in listed if query_of(prefix, t.transactional_id) == query_id]
         for txn in (t for t in ours if t.state == TxnState.ONGOING):
-            log.warning(
+            logger.warning(
                 "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
                 "open (killed before it returned)",
                 txn.transactional_id,
@@ -115,7 +117,7 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
             try:
                 abort_open_transaction(cluster, txn)
             except KafkaTxnError as exc:
-                log.warning(
+                logger.warning(
                     "abort of %s failed (the broker aborts it at its timeout): %s",
                     txn.transactional_id,
                     exc,

@@ -29,30 +29,14 @@ from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     RESOURCE_TRANSACTIONAL_ID,
-    AuthorizationError,
+    missing_acl_text,
 )
+from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.options.writer import WriterOptions
 
-__all__ = ["acl_hint", "acl_hints", "principal_of"]
+__all__ = ["acl_hint", "acl_hints"]
 
 _DOCS = "see 'Least-privilege ACLs' in the kafka_txn writer's documentation"
-
-
-def principal_of(username: str | None) -> str:
-    """The principal to name in a hint: ``User:<SASL username>``, else a placeholder.
-
-    Parameters
-    ----------
-    username
-        The SASL username of the options (never the password), if any.
-
-    Returns
-    -------
-    str
-        E.g. ``User:app``; ``User:<principal>`` without SASL (TLS client certificates
-        map to principals by the broker's rules).
-    """
-    return f"User:{username}" if username else "User:<principal>"
 
 
 def acl_hint(options: WriterOptions, error: AuthorizationError) -> str:
@@ -88,8 +72,7 @@ def acl_hint(options: WriterOptions, error: AuthorizationError) -> str:
         acl = "--operation DescribeConfigs --cluster"
     else:  # pragma: no cover - every authorization code maps to one of the above
         return _DOCS
-    principal = principal_of(options.security().username)
-    return f"needs an ACL such as: --allow-principal {principal} {acl} ({_DOCS})"
+    return missing_acl_text(options.security().username, acl, _DOCS)
 
 
 @contextmanager

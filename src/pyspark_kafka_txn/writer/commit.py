@@ -73,7 +73,7 @@ from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_
 
 __all__ = ["commit_batch"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def commit_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
@@ -99,7 +99,7 @@ def commit_batch(options: WriterOptions, messages: Sequence[object | None], batc
         still_open = _markers_landed(cluster, prefix, query_id, decided)
         abort_leftovers(cluster, prefix, query_id, decided, still_open)
         abort_lingering(cluster, options, query_id, still_open)
-    log.info(
+    logger.info(
         "batch %d of %s committed: %d rows from %d tasks in %.0f ms",
         batch,
         f"{prefix}{query_id}",

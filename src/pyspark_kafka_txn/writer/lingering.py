@@ -55,10 +55,9 @@ from pyspark_kafka_txn.client.admin import (
     describe_transactions,
     list_transactions,
 )
-from pyspark_kafka_txn.client.errors import KafkaTxnError, TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
-from pyspark_kafka_txn.errors import ConcurrentQueryError
+from pyspark_kafka_txn.errors import ConcurrentQueryError, KafkaTxnError, TransactionError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES, TxnState
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
@@ -74,7 +73,7 @@ __all__ = [
     "wait_for_open_transactions",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # EndTxn answers that mean "this (producer id, epoch) no longer owns an open transaction";
 # whether the transaction really ended is decided by describing it again.
@@ -222,7 +221,7 @@ def find_open_transactions(cluster: ClusterClient, prefix: str) -> list[OpenTran
     out: list[OpenTransaction] = []
     for tid, description in describe_transactions(cluster, ids).items():
         if description is None or description.state not in OPEN_STATES:
-            log.debug("transaction %r ended before it was described", tid)
+            logger.debug("transaction %r ended before it was described", tid)
             continue
         out.append(OpenTransaction.from_description(description))
     return sorted(out, key=lambda t: t.transactional_id)
@@ -277,11 +276,11 @@ def abort_open_transaction(
                 if exc.code not in _ENDED_MEANWHILE:
                     raise
                 # Fenced or already ended: describing it again tells whether it is open.
-                log.info("abort of %r refused (%s); describing it again", tid, exc.code.name)
+                logger.info("abort of %r refused (%s); describing it again", tid, exc.code.name)
                 refused = exc
             else:
                 aborted = True
-                log.info(
+                logger.info(
                     "aborted lingering transaction %r (producer id %d, epoch %d, TV%d)",
                     tid,
                     current.producer_id,
@@ -290,7 +289,7 @@ def abort_open_transaction(
                 )
         if time.monotonic() >= deadline:
             if aborted:
-                log.warning(
+                logger.warning(
                     "abort of %r accepted, not yet completed after %g s; "
                     "its coordinator completes it",
                     tid,
@@ -307,7 +306,7 @@ def abort_open_transaction(
         delay = min(delay * 2, _POLL_MAX_S)
         current = _still_open(cluster, txn)
     if not aborted:
-        log.info("transaction %r is no longer open", tid)
+        logger.info("transaction %r is no longer open", tid)
 
 
 def _still_open(cluster: ClusterClient, txn: OpenTransaction) -> OpenTransaction | None:
@@ -347,7 +346,7 @@ def wait_for_open_transactions(
         if not waiting:
             return listed
         if time.monotonic() > deadline:
-            log.warning(
+            logger.warning(
                 "%s %s not ended after %.0f s; their coordinators finish them",
                 what,
                 waiting,
@@ -381,7 +380,7 @@ def abort_leftovers(
             continue
         if txn.state != TxnState.ONGOING and partition_of(prefix, tid) in decided:
             continue  # the batch's own transaction, completing
-        log.warning(
+        logger.warning(
             "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
             "this query, not part of the committed batch",
             tid,
@@ -431,7 +430,7 @@ def abort_lingering(
             other = query_of(prefix, txn.transactional_id)
             assert other is not None
             if txn.age_ms() >= limit:
-                log.warning(
+                logger.warning(
                     "aborting lingering transaction %s (producer %d, epoch %d, open %d ms, "
                     "state %s) left by query %s",
                     txn.transactional_id,

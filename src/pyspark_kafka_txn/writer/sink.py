@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "resolve_timeout"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
 #: The default transaction timeout when the broker's maximum cannot be read (the Java
@@ -145,7 +145,7 @@ def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
     except (KafkaConnectionError, AuthenticationError):
         raise
     except AuthorizationError as exc:  # the optional DescribeConfigs ACL is missing
-        log.warning(
+        logger.warning(
             "could not read the broker's %s (%s; the optional ACL %s): %s",
             _MAX_TIMEOUT,
             exc,
@@ -154,7 +154,7 @@ def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
         )
         broker_max = None
     except KafkaTxnError as exc:
-        log.warning(
+        logger.warning(
             "could not read the broker's %s (%s): %s", _MAX_TIMEOUT, exc, _unchecked(options)
         )
         broker_max = None

@@ -32,10 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_kafka_txn.client.admin import describe_transactions
-from pyspark_kafka_txn.client.errors import KafkaTxnError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
-from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, holds_open, read_marker
@@ -45,7 +44,7 @@ from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, 
 
 __all__ = ["TaskIdentity", "write_task"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 WRITER_VERSION = 1
 
@@ -113,7 +112,7 @@ def write_task(
             _abort_quietly(producer, tid)
             raise
     handle = Handle(who.partition, prepared)
-    log.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
+    logger.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
     return TaskMessage(
         who.query_id,
         who.batch,
@@ -138,15 +137,15 @@ def _replayed(
     if recorded is None:
         # The decided batch is complete without this partition: a replay that puts rows
         # here (other partitioning) must not write them again.
-        log.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
+        logger.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
         return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
     described = describe_transactions(cluster, [tid])[tid]
     if holds_open(described, recorded):
-        log.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
+        logger.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
         return TaskMessage(who.query_id, who.batch, who.partition, PENDING, handle=recorded)
     closed = described is None or described.state not in OPEN_STATES
     if closed and read_marker(cluster, tid) == who.batch:
-        log.info("%s: batch %d already committed", tid, who.batch)
+        logger.info("%s: batch %d already committed", tid, who.batch)
         return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
     return None  # not recorded, or its transaction was lost: write (and fence zombies)
 
@@ -203,4 +202,4 @@ def _abort_quietly(producer: TransactionalProducer, tid: str) -> None:
     try:
         producer.abort_transaction()
     except KafkaTxnError as exc:  # the original error matters more; the id is fenced next time
-        log.warning("%s: abort after a failed write failed too: %s", tid, exc)
+        logger.warning("%s: abort after a failed write failed too: %s", tid, exc)

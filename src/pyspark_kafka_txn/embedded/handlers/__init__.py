@@ -2,70 +2,31 @@
 
 Each handler is a function ``(ctx, request_body) -> response_body`` (a coroutine for the
 ones that wait: Fetch and the group rebalance calls) with a header docstring stating the
-versions it serves, its behaviour and its simplifications.
-
-An API that can be refused before it touches any state (for example
-NOT_LEADER_OR_FOLLOWER from a former leader, COORDINATOR_LOAD_IN_PROGRESS from a
-coordinator still loading its log) has an error response builder
-``(ctx, request, code) -> response`` next to its handler, registered as
-``ApiSpec.error_response``: it answers every partition, key or the whole request with
-``code``, in the shape the negotiated version needs. ``BrokerServer`` uses them for the
-``error`` fault action; the handler is then never called.
+versions it serves, its behaviour and its simplifications. :mod:`.table` joins them into
+the dispatch table (:data:`~pyspark_kafka_txn.embedded.handlers.table.APIS`).
 
 Modules: :mod:`.metadata` (ApiVersions, Metadata, FindCoordinator), :mod:`.topics`
 (CreateTopics, DeleteTopics, CreatePartitions), :mod:`.configs` (DescribeConfigs,
 AlterConfigs, IncrementalAlterConfigs), :mod:`.data` (Produce, Fetch, ListOffsets, ...),
 :mod:`.groups` (offsets), :mod:`.membership` (classic groups), :mod:`.txn`
-(transactions), :mod:`.sasl`, :mod:`.acls`.
+(transactions), :mod:`.sasl`, :mod:`.acls`, :mod:`.table`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from typing import TYPE_CHECKING
 
-from pyspark_kafka_txn.embedded.config import ClusterConfig
-from pyspark_kafka_txn.embedded.dispatch import ApiSpec
-from pyspark_kafka_txn.embedded.handlers import (
-    acls,
-    configs,
-    data,
-    groups,
-    membership,
-    metadata,
-    sasl,
-    topics,
-    txn,
+from pyspark_kafka_txn._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pyspark_kafka_txn.embedded.handlers.table import APIS, apis_for
+
+__all__ = ["APIS", "apis_for"]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "APIS": "pyspark_kafka_txn.embedded.handlers.table",
+        "apis_for": "pyspark_kafka_txn.embedded.handlers.table",
+    },
 )
-from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
-
-APIS: dict[int, ApiSpec] = {
-    spec.api_key: spec
-    for spec in (
-        *metadata.SPECS,
-        *topics.SPECS,
-        *configs.SPECS,
-        *data.SPECS,
-        *txn.SPECS,
-        *groups.SPECS,
-        *membership.SPECS,
-        *sasl.SPECS,
-        *acls.SPECS,
-    )
-}
-"""The APIs of a default cluster (a default Kafka 4.3 broker: InitProducerId v0-5)."""
-
-
-def apis_for(config: ClusterConfig) -> dict[int, ApiSpec]:
-    """The dispatch table (hence the ApiVersions answer) of a cluster with ``config``.
-
-    InitProducerId v6 (KIP-939) is still ``latestVersionUnstable`` in Kafka 4.3, so it is
-    advertised only as by a broker with ``unstable.api.versions.enable=true``
-    (``unstable_api_versions``), which ``transaction_two_phase_commit`` implies.
-    """
-    if not (config.transaction_two_phase_commit or config.unstable_api_versions):
-        return APIS
-    apis = dict(APIS)
-    apis[INIT_PRODUCER_ID] = dataclasses.replace(
-        APIS[INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
-    )
-    return apis

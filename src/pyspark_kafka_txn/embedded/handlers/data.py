@@ -34,6 +34,7 @@ from pyspark_kafka_txn.wire import (
     PRODUCE,
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    TopicPartition,
 )
 
 # Coordinator answers to a produce verification and what the leader reports instead.
@@ -75,7 +76,7 @@ def _verify(
     cluster = ctx.cluster
     if cluster.coordinator(1, transactional_id) not in cluster.running:
         return ErrorCode.not_enough_replicas
-    tp = (log.topic, log.partition)
+    tp = TopicPartition(log.topic, log.partition)
     if ctx.version >= 12:
         code = cluster.txn.add_partitions(transactional_id, producer_id, epoch, {tp})
     else:

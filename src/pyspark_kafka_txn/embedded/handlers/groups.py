@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark_kafka_txn.embedded.acl import Operation, ResourceType
 from pyspark_kafka_txn.embedded.dispatch import NO_THROTTLE, ApiSpec, Context
-from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES, TopicPartition
+from pyspark_kafka_txn.embedded.groups import OFFSET_METADATA_MAX_BYTES
 from pyspark_kafka_txn.embedded.protocol import (
     ErrorCode,
     build,
@@ -21,6 +21,7 @@ from pyspark_kafka_txn.wire import (
     OFFSET_COMMIT,
     OFFSET_DELETE,
     OFFSET_FETCH,
+    TopicPartition,
 )
 
 
@@ -50,7 +51,7 @@ def apply_offset(
     if len(p.committed_metadata or "") > OFFSET_METADATA_MAX_BYTES:
         return ErrorCode.offset_metadata_too_large
     epoch = getattr(p, "committed_leader_epoch", -1)
-    apply((topic, p.partition_index), p.committed_offset, epoch, p.committed_metadata)
+    apply(TopicPartition(topic, p.partition_index), p.committed_offset, epoch, p.committed_metadata)
     return ErrorCode.none
 
 
@@ -149,7 +150,9 @@ def _fetch_group(
             if name in denied:
                 code, value = ErrorCode.topic_authorization_failed, None
             else:
-                code, value = offsets.fetch(group, (name, index), require_stable=require_stable)
+                code, value = offsets.fetch(
+                    group, TopicPartition(name, index), require_stable=require_stable
+                )
             parts.append(
                 build(
                     getattr(mod, part_cls),
@@ -253,10 +256,10 @@ def offset_delete(ctx: Context, req: Any) -> Any:
             build(mod.OffsetDeleteResponsePartition, partition_index=index, error_code=code)
         )
 
-    valid: list[tuple[str, int]] = []
+    valid: list[TopicPartition] = []
     for t in req.topics:
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = TopicPartition(t.name, p.partition_index)
             if not _topic_allowed(ctx, Operation.READ, t.name):
                 answer(*tp, ErrorCode.topic_authorization_failed)
             elif cluster.partition(*tp) is None:

@@ -35,6 +35,7 @@ from pyspark_kafka_txn.wire import (
     LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT,
     WRITE_TXN_MARKERS,
+    TopicPartition,
 )
 
 INIT_PRODUCER_ID_2PC_VERSION = 6  # KIP-939; latestVersionUnstable in Kafka 4.3
@@ -140,7 +141,7 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
     """
     cluster = ctx.cluster
     tid = req.v3_and_below_transactional_id
-    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    wanted = [TopicPartition(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     # Kafka never authorizes internal topics here, with or without ACLs.
     writable = {
         t
@@ -170,7 +171,7 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
             )
         code = _fenced_for_old(ctx.version, code, 2)
         codes = dict.fromkeys(wanted, code)
-    return _add_partitions_response(ctx, req, lambda topic, p: codes[(topic, p)])
+    return _add_partitions_response(ctx, req, lambda topic, p: codes[TopicPartition(topic, p)])
 
 
 def _add_partitions_response(
@@ -217,7 +218,7 @@ def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
     elif _not_coordinator(ctx, COORDINATOR_TXN, req.transactional_id or ""):
         code = ErrorCode.not_coordinator
     else:
-        tp = (OFFSETS_TOPIC, coordinator_partition(req.group_id))
+        tp = TopicPartition(OFFSETS_TOPIC, coordinator_partition(req.group_id))
         code = ctx.cluster.txn.add_partitions(
             req.transactional_id, req.producer_id, req.producer_epoch, {tp}
         )
@@ -292,7 +293,7 @@ def txn_offset_commit(ctx: Context, req: Any) -> Any:
     elif _not_coordinator(ctx, COORDINATOR_GROUP, group):
         top_error = ErrorCode.not_coordinator
     else:
-        tp = (OFFSETS_TOPIC, part)
+        tp = TopicPartition(OFFSETS_TOPIC, part)
         if ctx.version >= 5:
             code = cluster.txn.add_partitions(
                 req.transactional_id, req.producer_id, req.producer_epoch, {tp}

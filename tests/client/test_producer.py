@@ -34,7 +34,7 @@ from tests.support.readback import (
     read_records_aiokafka,
     wait_for_values,
 )
-from tests.support.target import KafkaTarget
+from tests.support.target import KafkaTarget, client_transaction_versions
 from tests.support.txns import open_transactions
 
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -152,7 +152,7 @@ def _prepare_in_subprocess(bs: str, topic: str, tag: str, tv: int) -> PreparedTr
     return prepare_in_subprocess(options, topic, tag)[0]
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", client_transaction_versions())
 def test_prepared_in_another_process_then_committed_or_aborted(kafka: KafkaTarget, tv: int) -> None:
     topic = kafka.create_topic(partitions=1)
     bs = kafka.bootstrap_servers
@@ -170,7 +170,20 @@ def test_prepared_in_another_process_then_committed_or_aborted(kafka: KafkaTarge
         end_transaction(bs, keep, commit=False)
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+def test_version_2_is_refused_where_the_cluster_finalized_version_1(kafka_tv1: KafkaTarget) -> None:
+    """Kafka's producer uses transaction version 2 only where the cluster finalized it; ours,
+    asked for 2 on such a cluster, refuses at once, naming the setting."""
+    tid = _tid()
+    producer = TransactionalProducer(
+        ProducerConfig(kafka_tv1.bootstrap_servers, tid, transaction_version=2)
+    )
+    with pytest.raises(ConfigError, match=r"cluster's finalized transaction\.version is 1") as err:
+        producer.init_transactions()
+    assert err.value.option == "transaction.version"
+    producer.close()
+
+
+@pytest.mark.parametrize("tv", client_transaction_versions())
 def test_new_producer_fences_old_one(kafka: KafkaTarget, tv: int) -> None:
     topic = kafka.create_topic(partitions=1)
     bs = kafka.bootstrap_servers
@@ -250,7 +263,7 @@ def test_client_side_size_limit_and_options(kafka: KafkaTarget) -> None:
             p.produce(kafka.create_topic(), pa.array([os.urandom(2048)]))
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", client_transaction_versions())
 def test_driver_ends_many_transactions_pipelined(kafka: KafkaTarget, tv: int) -> None:
     topic = kafka.create_topic(partitions=3)
     bs = kafka.bootstrap_servers
@@ -280,7 +293,7 @@ def test_driver_ends_many_transactions_pipelined(kafka: KafkaTarget, tv: int) ->
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", client_transaction_versions())
 def test_commit_after_broker_timeout_fails_loudly(kafka: KafkaTarget, tv: int) -> None:
     topic = kafka.create_topic(partitions=1)
     bs = kafka.bootstrap_servers

@@ -32,6 +32,15 @@ def transaction_versions() -> list[int]:
     return [2, 1]
 
 
+def client_transaction_versions() -> list[int]:
+    """The transaction versions a client may ask for against the session's ``kafka``
+    cluster: those up to the version it finalized (a client asking for 2 where the cluster
+    finalized 1 is refused, as Kafka's own producer never does it), newest first."""
+    if TARGET == "apache":
+        return list(range(apache_transaction_version(), 0, -1))
+    return [2, 1]
+
+
 def apache_transaction_version() -> int:
     """The transaction version of the session's Apache Kafka cluster."""
     tv = os.environ.get("KAFKA_TXN_APACHE_TV")

@@ -223,8 +223,18 @@ class TransactionalProducer:
     def _init_producer_id(self, expected_id: int, expected_epoch: int) -> tuple[int, int]:
         """InitProducerId; with an expected (id, epoch) (v3+, KIP-360) it bumps our own
         epoch, which resets every partition's sequence numbers."""
+        finalized = self.cluster.transaction_version()
         if self.transaction_version == 0:
-            self.transaction_version = 2 if self.cluster.transaction_version() >= 2 else 1
+            self.transaction_version = 2 if finalized >= 2 else 1
+        elif self.transaction_version >= 2 and finalized < 2:
+            # Kafka's own producer uses version 2 only where the cluster finalized it; a
+            # broker without it refuses the implicit partition adds (3.x: Produce < v12).
+            raise ConfigError(
+                f"transaction.version {self.transaction_version} was asked for, but the "
+                f"cluster's finalized transaction.version is {finalized}: use 0 to follow "
+                "the cluster, or 1",
+                option="transaction.version",
+            )
 
         def call(conn: Connection) -> tuple[int, int]:
             two_phase = self._wants_two_phase(conn)

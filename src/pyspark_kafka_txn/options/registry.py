@@ -403,7 +403,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "kafka.transaction.version",
         "writer",
-        "0 follows the cluster's finalized `transaction.version`; 1 or 2 force one.",
+        "0 follows the cluster's finalized `transaction.version`; 1 forces version 1; 2 "
+        "is refused where the cluster finalized less.",
         default="0",
     ),
     Option(

@@ -19,6 +19,7 @@ it in Spark partition ``n % 2``, the replay in ``n % 3``. Output is read by libr
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decis
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
+from tests.support.lso import wait_lso_at_hwm
 from tests.support.readback import read_records
 
 TIMEOUT_MS = 5000
@@ -112,7 +114,10 @@ def _visible(kafka: EmbeddedKafka, topic: str, isolation: str = "read_committed"
     return Counter(int(value or b"-1") for _, _, value, _ in records)
 
 
-def test_commit_refuses_transactions_too_close_to_their_timeout(kafka: EmbeddedKafka) -> None:
+def test_commit_refuses_transactions_too_close_to_their_timeout(
+    kafka: EmbeddedKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pyspark_kafka_txn.embedded.txn")
     topic = f"exp-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, 2)
     options, query = _options(kafka, topic), str(uuid.uuid4())
@@ -128,11 +133,18 @@ def test_commit_refuses_transactions_too_close_to_their_timeout(kafka: EmbeddedK
     with connect(options) as cluster:  # nothing was decided
         assert read_decision(cluster, options.transactional_id_prefix, query) is None
     abort_batch(options, first, 0)
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)
     assert _visible(kafka, topic) == Counter()
+    # The refused attempt is in the log, aborted: the check above could have failed.
+    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS))
+    # abort() ended them, not the broker's timeout (which would have hidden a no-op abort).
+    timed_out = [r.getMessage() for r in caplog.records if "timed out after" in r.getMessage()]
+    assert not [m for m in timed_out if options.transactional_id_prefix in m], timed_out
 
     replay = _run(options, query, 3)
     commit_batch(options, replay, 0)
     assert _visible(kafka, topic) == Counter(range(ROWS))
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
 
 
 def test_batch_expired_inside_commit_is_withdrawn_and_rewritten_whole(
@@ -186,6 +198,7 @@ def test_batch_expired_inside_commit_is_withdrawn_and_rewritten_whole(
     assert _visible(kafka, topic) == Counter(range(ROWS))
     # The expired first attempt is in the log: the check above could have failed.
     assert _visible(kafka, topic, "read_uncommitted") == Counter(list(range(ROWS)) * 2)
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
 
 
 def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafka) -> None:
@@ -205,10 +218,15 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     abort_batch(options, replay, 0)
     assert _visible(kafka, topic) == Counter()
 
+    # In the log, aborted: the first attempt, and the replay's Spark partitions 0 and 1.
+    replayed = Counter(n for n in range(ROWS) if n % 3 != 2)
+    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS)) + replayed
+
     again = _run(options, query, 3)
     assert [m.kind for m in again] == [FRESH, FRESH, FRESH]
     commit_batch(options, again, 0)
     assert _visible(kafka, topic) == Counter(range(ROWS))
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
 
 
 def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKafka) -> None:
@@ -234,3 +252,7 @@ def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKaf
         decision = read_decision(cluster, prefix, query, batch=0)
     assert decision is not None and decision.stands_for(0)
     assert _visible(kafka, topic) == Counter(range(ROWS))
+    # Partition 1's expired first attempt is in the log, aborted.
+    odd = Counter(n for n in range(ROWS) if n % 2)
+    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS)) + odd
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open

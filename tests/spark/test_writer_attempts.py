@@ -2,9 +2,10 @@
 
 DESIGN.md's failure table: *two attempts of the same partition (speculation, zombie
 executor): only the newest epoch can produce/commit; the older one's data never becomes
-visible*, and a task whose Python worker is killed is retried. Every test reads the output
-with an independent read_committed consumer (librdkafka) and shows that the losing
-attempt's records *are* in the log (read_uncommitted), so the check could fail.
+visible*, and a task whose Python worker is killed, or which raises, is retried. Every
+test reads the output with an independent read_committed consumer (librdkafka) and shows
+that the losing attempt's records *are* in the log (read_uncommitted), so the check could
+fail.
 
 Where Spark speculates (Spark 4.3.0: read in the installed jars with ``javap -c``, and
 tried with a job whose attempt 0 of one task blocks while the others finish):
@@ -93,9 +94,11 @@ KILL_AT = 300  # attempt 0 of partition 0 dies at this id
 PAD = 1000
 
 
-def _kill_first_attempt(marker: str, bootstrap: str, sink: str) -> Callable[[int], str]:
-    """A UDF making each value ``"<id> a<attempt> <padding>"``; SIGKILLs its own worker
-    once (see the test)."""
+def _fail_first_attempt(
+    marker: str, bootstrap: str, sink: str, *, kill: bool
+) -> Callable[[int], str]:
+    """A UDF making each value ``"<id> a<attempt> <padding>"``; once, in attempt 0 of
+    partition 0, it SIGKILLs its own worker (``kill``) or raises (see the tests)."""
 
     def tag(value: int) -> str:
         import signal
@@ -134,7 +137,9 @@ def _kill_first_attempt(marker: str, bootstrap: str, sink: str) -> Callable[[int
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
                 return f"{value} a{attempt} {'.' * PAD}"  # fired before: not again
-            os.kill(os.getpid(), signal.SIGKILL)
+            if kill:
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"injected failure at id {value}")
         return f"{value} a{attempt} {'.' * PAD}"
 
     return tag
@@ -154,17 +159,18 @@ def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("small_arrow_batches")
-def test_killed_python_worker_is_retried_exactly_once(
-    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+@pytest.mark.parametrize("kill", [True, False], ids=["worker-killed", "task-raises"])
+def test_failed_attempt_is_retried_exactly_once(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path, kill: bool
 ) -> None:
-    """The Python worker running the UDF of attempt 0 of partition 0 is SIGKILLed while
-    that attempt's transaction holds records; Spark retries the task, whose InitProducerId
-    aborts them; its rows are written once and the killed attempt's stay invisible."""
+    """Attempt 0 of partition 0 fails while its transaction holds records: its Python
+    worker is SIGKILLed, or the task raises. Spark retries the task, whose InitProducerId
+    aborts them; its rows are written once and the failed attempt's stay invisible."""
     bs = kafka.bootstrap_servers
     sink = kafka.create_topic(partitions=2, prefix="wkill")
-    marker = tmp_path / "killed"
+    marker = tmp_path / "failed"
     tag = F.udf(
-        _kill_first_attempt(str(marker), bs, sink), "string", useArrow=True
+        _fail_first_attempt(str(marker), bs, sink, kill=kill), "string", useArrow=True
     ).asNondeterministic()
     df = spark.range(0, 2 * KILL_ROWS, 1, 2).select(
         tag(F.col("id")).alias("value"),
@@ -174,12 +180,12 @@ def test_killed_python_worker_is_retried_exactly_once(
         "transactionalIdPrefix", _prefix()
     ).mode("append").save()
 
-    assert marker.exists(), "the worker of attempt 0 was never killed"
+    assert marker.exists(), "attempt 0 never failed"
     committed = reference_rows(bs, sink, 2)
     _assert_exactly_once(committed, range(2 * KILL_ROWS))
     assert _tags(committed, 0) == {"a1": KILL_ROWS}  # all of partition 0 from the retry
     assert _tags(committed, 1) == {"a0": KILL_ROWS}
-    # The killed attempt's records reached the log and were aborted, never committed.
+    # The failed attempt's records reached the log and were aborted, never committed.
     uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
     assert 0 < _tags(uncommitted, 0)["a0"] <= KILL_AT
     assert_nothing_open(bs, sink, 2)

@@ -26,6 +26,7 @@ import pytest
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.apache_kafka import ApacheKafka
+from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.target import (
     EXTERNAL,
     TARGET,
@@ -132,7 +133,7 @@ def pytest_terminal_summary(
 def embedded_kafka() -> Iterator[EmbeddedKafka]:
     # group_initial_rebalance_delay_ms: Kafka's default is 3000 ms; 300 ms keeps the
     # subscribe() tests fast while still exercising the delayed first rebalance.
-    with EmbeddedKafka(
+    with CheckedKafka(
         transaction_abort_interval_ms=200, group_initial_rebalance_delay_ms=300
     ) as kafka:
         yield kafka
@@ -165,10 +166,8 @@ def _cluster_of_version(request: pytest.FixtureRequest, tv: int) -> Iterator[Kaf
         with apache:
             yield KafkaTarget(apache.bootstrap_servers, apache=apache)
         return
-    with EmbeddedKafka(transaction_version=tv, transaction_abort_interval_ms=200) as own:
+    with CheckedKafka(transaction_version=tv, transaction_abort_interval_ms=200) as own:
         yield KafkaTarget(own.bootstrap_servers, own)
-        errors = own.call(lambda c: list(c.internal_errors))
-        assert not errors, f"embedded broker internal errors: {errors}"
 
 
 @pytest.fixture(scope="session")
@@ -204,6 +203,4 @@ def _no_broker_errors(request: pytest.FixtureRequest) -> Iterator[None]:
         embedded = request.getfixturevalue("embedded_kafka")
     yield
     if embedded is not None:
-        errors = embedded.call(lambda c: list(c.internal_errors))
-        embedded.call(lambda c: c.internal_errors.clear())
-        assert not errors, f"embedded broker internal errors: {errors}"
+        assert_no_internal_errors(embedded)

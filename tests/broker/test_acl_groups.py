@@ -64,6 +64,7 @@ from pyspark_kafka_txn.wire import (
 )
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import first_address, sasl_conf
+from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.protocol import RawClient, request_module
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -93,7 +94,7 @@ def _name(kind: str) -> str:
 @pytest.fixture(scope="module")
 def secured() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=("PLAIN",))
-    with EmbeddedKafka(
+    with CheckedKafka(
         security=security,
         authorizer=True,
         super_users=("User:admin",),
@@ -107,9 +108,7 @@ def secured() -> Iterator[EmbeddedKafka]:
 def _no_secured_broker_errors(secured: EmbeddedKafka) -> Iterator[None]:
     """Fail any test during which the broker hit an internal error."""
     yield
-    errors = secured.call(lambda c: list(c.internal_errors))
-    secured.call(lambda c: c.internal_errors.clear())
-    assert not errors, f"embedded broker internal errors: {errors}"
+    assert_no_internal_errors(secured)
 
 
 def _conf(kafka: EmbeddedKafka, user: str) -> dict[str, str]:

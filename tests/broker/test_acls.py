@@ -54,7 +54,8 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.java_client import JavaClient, JavaClientError
-from tests.support.clients import first_address, sasl_conf
+from tests.support.clients import consume_messages, first_address, sasl_conf
+from tests.support.clusters import CheckedKafka
 from tests.support.protocol import raw_request
 from tests.support.tls import tls_files
 
@@ -77,7 +78,7 @@ def _security() -> ListenerSecurity:
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(security=_security(), authorizer=True, super_users=("User:admin",)) as k:
+    with CheckedKafka(security=_security(), authorizer=True, super_users=("User:admin",)) as k:
         yield k
 
 
@@ -137,42 +138,17 @@ def _kafka_error(call: Any) -> KafkaError:
 
 
 def _committed_values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
-    """Every read_committed value of partition 0, read by the super user."""
-    consumer = Consumer(
-        {
-            **_conf(kafka, "admin"),
-            "group.id": _name("check-"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, low)])
-        values: list[bytes] = []
-        position = low
-        while position < high:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                position = consumer.position([TopicPartition(topic, 0)])[0].offset
-                if position >= high or position < 0:
-                    break
-                continue
-            assert msg.error() is None, msg.error()
-            values.append(msg.value())
-            offset = msg.offset()
-            assert offset is not None
-            position = offset + 1
-        return values
-    finally:
-        consumer.close()
+    """Every read_committed value of partition 0, read by the super user to the end (the
+    LSO), within the shared reader's hang detector."""
+    messages = consume_messages(kafka.bootstrap_servers, topic, 1, **_conf(kafka, "admin"))
+    return [m.value() or b"" for m in messages]
 
 
 # --- ACL CRUD ---------------------------------------------------------------------
 
 
 def test_acl_apis_answer_security_disabled_without_an_authorizer() -> None:
-    with EmbeddedKafka() as plain:
+    with CheckedKafka() as plain:
         admin = AdminClient({"bootstrap.servers": plain.bootstrap_servers})
         acl = _acl(ResourceType.TOPIC, "t", "User:x", AclOperation.READ)
         future = admin.create_acls([acl], request_timeout=30)[acl]
@@ -460,7 +436,7 @@ def test_prefix_acl_keeps_a_principal_to_its_own_transactional_ids(
 def test_two_phase_commit_needs_its_own_operation() -> None:
     """KIP-939: Enable2Pc needs TWO_PHASE_COMMIT on the transactional id besides WRITE
     (granted through the Java admin: librdkafka's enum does not know the operation)."""
-    with EmbeddedKafka(
+    with CheckedKafka(
         security=_security(),
         authorizer=True,
         super_users=("User:admin",),
@@ -573,9 +549,9 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
         "super_users": ("User:admin",),
         "data_dir": tmp_path / "data",
     }
-    with EmbeddedKafka(**settings) as kafka:
+    with CheckedKafka(**settings) as kafka:
         _create(kafka, acl)
-    with EmbeddedKafka(**settings) as kafka:
+    with CheckedKafka(**settings) as kafka:
         assert _admin(kafka).describe_acls(ANY_FILTER, request_timeout=30).result(30) == [acl]
 
 
@@ -605,7 +581,7 @@ def test_tls_client_certificate_subject_is_the_principal(tmp_path: Path) -> None
         ssl_cafile=files["ca"],
         ssl_client_auth=True,
     )
-    with EmbeddedKafka(security=security, authorizer=True, super_users=(admin,)) as kafka:
+    with CheckedKafka(security=security, authorizer=True, super_users=(admin,)) as kafka:
         kafka.create_topic("signed", 1)
 
         def conf(pem: str) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from aiokafka.errors import InvalidPartitionsError
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.clients import consume_all
+from tests.support.clusters import CheckedKafka
 from tests.support.target import KafkaTarget
 
 
@@ -104,7 +104,7 @@ def test_aiokafka_admin_grows_a_topic(kafka: KafkaTarget) -> None:
 
 
 def test_grown_topic_survives_a_restart(tmp_path: Path) -> None:
-    with EmbeddedKafka(brokers=3, data_dir=tmp_path / "data") as kafka:
+    with CheckedKafka(brokers=3, data_dir=tmp_path / "data") as kafka:
         kafka.create_topic("grown", 1)
         kafka.add_partitions("grown", 4)
         producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})

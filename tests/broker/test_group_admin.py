@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.offset_delete.v0 import request as offset_delete_v0
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.clusters import CheckedKafka
 from tests.support.protocol import raw_request
 from tests.support.target import KafkaTarget
 
@@ -172,7 +172,7 @@ def test_offset_delete_refuses_a_subscribed_topic(kafka: KafkaTarget, java: Java
 
 
 def test_deletions_survive_a_restart(tmp_path: Path) -> None:
-    with EmbeddedKafka(data_dir=tmp_path / "data") as kafka:
+    with CheckedKafka(data_dir=tmp_path / "data") as kafka:
         kafka.create_topic("t", 2)
         bs = kafka.bootstrap_servers
         _commit(bs, "deleted", "t", {0: 1})

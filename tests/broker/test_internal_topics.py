@@ -17,9 +17,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.groups import coordinator_partition
 from tests.support.clients import txn_producer
+from tests.support.clusters import CheckedKafka
 
 OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
 
@@ -31,7 +31,7 @@ def _use_group(bootstrap: str, group: str) -> None:
 
 
 def test_internal_topics_appear_on_first_use(tmp_path: Path) -> None:
-    with EmbeddedKafka(brokers=3, data_dir=tmp_path / "data") as kafka:
+    with CheckedKafka(brokers=3, data_dir=tmp_path / "data") as kafka:
         kafka.create_topic("t", 1)
         bs = kafka.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
@@ -71,7 +71,7 @@ def test_internal_topics_appear_on_first_use(tmp_path: Path) -> None:
 
 
 def test_clients_cannot_produce_to_internal_topics() -> None:
-    with EmbeddedKafka() as kafka:
+    with CheckedKafka() as kafka:
         kafka.create_topic("t", 1)
         bs = kafka.bootstrap_servers
         _use_group(bs, "g")

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.support.clusters import CheckedKafka
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 #: An ApiVersions v0 request, correlation id 1, client id "churn".
@@ -71,7 +71,7 @@ def test_restarts_while_clients_connect_leave_no_socket_behind(
     brokers: int, tmp_path: Path
 ) -> None:
     with _unraisable() as leaks:
-        kafka = EmbeddedKafka(brokers=brokers, data_dir=tmp_path / "data")
+        kafka = CheckedKafka(brokers=brokers, data_dir=tmp_path / "data")
         with kafka:
             addresses = [
                 (host, int(port))
@@ -111,7 +111,7 @@ def test_restarts_while_clients_connect_leave_no_socket_behind(
 
 def test_accepted_connections_have_nagle_disabled() -> None:
     """Pipelined answers (e.g. a driver's EndTxns) are sent at once, not ~40 ms later."""
-    with EmbeddedKafka() as kafka:
+    with CheckedKafka() as kafka:
         host, port = kafka.bootstrap_servers.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=10) as client:
             client.sendall(_FRAME)

@@ -26,6 +26,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
 from tests.support.batches import varint
 from tests.support.clients import txn_producer
+from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.protocol import raw_produce, raw_request
 
 BROKERS = 3
@@ -33,7 +34,7 @@ BROKERS = 3
 
 @pytest.fixture(scope="module")
 def cluster3() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(brokers=BROKERS, transaction_abort_interval_ms=200) as kafka:
+    with CheckedKafka(brokers=BROKERS, transaction_abort_interval_ms=200) as kafka:
         yield kafka
 
 
@@ -41,9 +42,7 @@ def cluster3() -> Iterator[EmbeddedKafka]:
 def kafka3(cluster3: EmbeddedKafka) -> Iterator[EmbeddedKafka]:
     cluster3.clear_faults()
     yield cluster3
-    errors = cluster3.call(lambda c: list(c.internal_errors))
-    cluster3.call(lambda c: c.internal_errors.clear())
-    assert not errors, f"embedded broker internal errors: {errors}"
+    assert_no_internal_errors(cluster3)
 
 
 def _address(kafka: EmbeddedKafka, node: int) -> tuple[str, int]:

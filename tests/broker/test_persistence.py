@@ -21,7 +21,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.embedded.records import iter_headers
 from tests.broker.java_client import JavaClient
@@ -36,6 +35,7 @@ from tests.support.clients import (
     txn_producer,
     watermarks,
 )
+from tests.support.clusters import CheckedKafka
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.protocol import raw_produce
 
@@ -287,7 +287,7 @@ def test_kill_9_in_prepare_commit_completes_the_commit(tmp_path: Path) -> None:
 
 def test_torn_tails_are_truncated_and_appends_continue(tmp_path: Path) -> None:
     def run_round(values: list[bytes]) -> list[bytes | None]:
-        with EmbeddedKafka(data_dir=tmp_path) as kafka:
+        with CheckedKafka(data_dir=tmp_path) as kafka:
             if not (tmp_path / "meta.json").exists():
                 kafka.create_topic(TOPIC, 1)
             bs = kafka.bootstrap_servers
@@ -315,7 +315,7 @@ def test_torn_tails_are_truncated_and_appends_continue(tmp_path: Path) -> None:
 
 
 def test_log_start_leaders_and_coordinators_survive_restart(tmp_path: Path) -> None:
-    with EmbeddedKafka(brokers=2, data_dir=tmp_path) as kafka:
+    with CheckedKafka(brokers=2, data_dir=tmp_path) as kafka:
         kafka.create_topic(TOPIC, 2)
         bs = kafka.bootstrap_servers
         producer = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
@@ -338,7 +338,7 @@ def test_log_start_leaders_and_coordinators_survive_restart(tmp_path: Path) -> N
         )
     assert before == [(1 - leader, 1), (before[1][0], 1)]
 
-    with EmbeddedKafka(brokers=2, data_dir=tmp_path) as kafka:
+    with CheckedKafka(brokers=2, data_dir=tmp_path) as kafka:
         bs = kafka.bootstrap_servers
         assert kafka.offsets(TOPIC, 0) == {"log_start": 2, "high_watermark": 3, "last_stable": 3}
         after = kafka.call(
@@ -354,9 +354,9 @@ def test_log_start_leaders_and_coordinators_survive_restart(tmp_path: Path) -> N
 
 
 def test_in_process_restart_keeps_addresses_and_state(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="data_dir"), EmbeddedKafka() as memory_only:
+    with pytest.raises(RuntimeError, match="data_dir"), CheckedKafka() as memory_only:
         memory_only.restart()
-    with EmbeddedKafka(brokers=2, data_dir=tmp_path) as kafka:
+    with CheckedKafka(brokers=2, data_dir=tmp_path) as kafka:
         kafka.create_topic(TOPIC, 2)
         bs = kafka.bootstrap_servers
         producer = txn_producer(bs, "tid-restart")

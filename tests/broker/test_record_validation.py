@@ -21,6 +21,7 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.support.clients import consume_all, first_address, watermarks
+from tests.support.clusters import CheckedKafka
 from tests.support.protocol import raw_produce, raw_request
 from tests.support.records import Rec, encode_record, make_batch, many
 from tests.support.target import KafkaTarget
@@ -201,9 +202,8 @@ def test_librdkafka_far_future_timestamp(kafka: KafkaTarget, idempotent: bool) -
 
 
 def test_timestamp_bounds_follow_cluster_config() -> None:
-    from pyspark_kafka_txn.embedded import EmbeddedKafka
 
-    with EmbeddedKafka(
+    with CheckedKafka(
         log_message_timestamp_before_max_ms=60_000, log_message_timestamp_after_max_ms=1_000
     ) as embedded:
         embedded.create_topic("bounds", 1)

@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import sasl_conf
+from tests.support.clusters import CheckedKafka
 
 ADMIN = ("admin", "admin-secret")
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -49,7 +50,7 @@ def _admin(kafka: EmbeddedKafka) -> AdminClient:
 @pytest.fixture
 def kafka(tmp_path: Path) -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN]))
-    with EmbeddedKafka(security=security, data_dir=tmp_path / "data") as cluster:
+    with CheckedKafka(security=security, data_dir=tmp_path / "data") as cluster:
         cluster.create_topic("t", 1)
         yield cluster
 
@@ -179,7 +180,7 @@ def test_describe_needs_describe_on_the_cluster() -> None:
     on this refusal, so the Java client checks it.)"""
     reader = ("reader", "reader-secret")
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN, reader]))
-    with EmbeddedKafka(security=security, authorizer=True, super_users=("User:admin",)) as kafka:
+    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as kafka:
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{reader[0]}" password="{reader[1]}";'

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.support.clients import consume_all, sasl_conf, txn_producer
+from tests.support.clusters import CheckedKafka
 from tests.support.tls import tls_files as make_tls_files
 
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -43,7 +44,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def sasl_kafka() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS)
-    with EmbeddedKafka(security=security, transaction_abort_interval_ms=200) as kafka:
+    with CheckedKafka(security=security, transaction_abort_interval_ms=200) as kafka:
         yield kafka
 
 
@@ -55,7 +56,7 @@ def sasl_ssl_kafka(tls_files: dict[str, Path]) -> Iterator[EmbeddedKafka]:
         ssl_certfile=tls_files["cert"],
         ssl_keyfile=tls_files["key"],
     )
-    with EmbeddedKafka(security=security) as kafka:
+    with CheckedKafka(security=security) as kafka:
         yield kafka
 
 
@@ -68,7 +69,7 @@ def mtls_kafka(tls_files: dict[str, Path]) -> Iterator[EmbeddedKafka]:
         ssl_cafile=tls_files["ca"],
         ssl_client_auth=True,
     )
-    with EmbeddedKafka(security=security) as kafka:
+    with CheckedKafka(security=security) as kafka:
         yield kafka
 
 
@@ -118,7 +119,7 @@ def test_unknown_user_and_unsupported_mechanism(sasl_kafka: EmbeddedKafka) -> No
     plain_only = ListenerSecurity(
         protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=("PLAIN",)
     )
-    with EmbeddedKafka(security=plain_only) as kafka:
+    with CheckedKafka(security=plain_only) as kafka:
         error = _auth_error_within(_sasl_conf(kafka, "SCRAM-SHA-512", "alice", USERS["alice"]), 5)
     assert error.code() == KafkaError._AUTHENTICATION, error.str()
     assert "PLAIN" in error.str(), error.str()

@@ -38,6 +38,7 @@ from tests.support.clients import (
     stop_cli_broker,
     txn_producer,
 )
+from tests.support.clusters import CheckedKafka
 from tests.support.protocol import raw_request
 from tests.support.readback import prepare_in_subprocess
 from tests.support.target import KafkaTarget
@@ -55,7 +56,7 @@ def _tid() -> str:
 
 @pytest.fixture(scope="module")
 def two_pc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(
+    with CheckedKafka(
         data_dir=tmp_path_factory.mktemp("two-pc"),
         transaction_two_phase_commit=True,
         transaction_abort_interval_ms=ABORT_INTERVAL_MS,
@@ -66,7 +67,7 @@ def two_pc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
 @pytest.fixture(scope="module")
 def unstable_only() -> Iterator[EmbeddedKafka]:
     """v6 advertised (``unstable.api.versions.enable``) but 2PC off."""
-    with EmbeddedKafka(unstable_api_versions=True) as kafka:
+    with CheckedKafka(unstable_api_versions=True) as kafka:
         yield kafka
 
 
@@ -271,7 +272,7 @@ def test_init_producer_id_fences_and_aborts_a_2pc_transaction(
 
 
 def test_prepared_2pc_transaction_survives_a_restart(tmp_path: Path) -> None:
-    with EmbeddedKafka(
+    with CheckedKafka(
         data_dir=tmp_path,
         transaction_two_phase_commit=True,
         transaction_abort_interval_ms=ABORT_INTERVAL_MS,

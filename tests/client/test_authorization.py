@@ -45,6 +45,7 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.support.clients import sasl_conf
+from tests.support.clusters import CheckedKafka
 
 APP_PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"
 USERS = {"admin": "admin-pw", "app": APP_PASSWORD}
@@ -61,7 +62,7 @@ SECURITY = {
 @pytest.fixture(scope="module")
 def secured() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
-    with EmbeddedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
+    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
         yield k
 
 

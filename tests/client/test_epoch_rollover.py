@@ -28,6 +28,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.txn import MAX_EPOCH_BEFORE_EXHAUSTED
+from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.readback import read_records
 
 START = MAX_EPOCH_BEFORE_EXHAUSTED - 3  # 32763: a new producer id is 3 bumps from exhausted
@@ -60,7 +61,7 @@ def _tid(prefix: str) -> str:
 
 @pytest.fixture(scope="module", params=[1, 2], ids=lambda tv: f"cluster-tv{tv}")
 def near_exhaustion(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(
+    with CheckedKafka(
         transaction_version=request.param,
         initial_producer_epoch=START,
         transaction_abort_interval_ms=200,
@@ -69,14 +70,10 @@ def near_exhaustion(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka]:
 
 
 @pytest.fixture
-def cluster_for(
-    request: pytest.FixtureRequest, near_exhaustion: EmbeddedKafka
-) -> Iterator[EmbeddedKafka]:
+def cluster_for(near_exhaustion: EmbeddedKafka) -> Iterator[EmbeddedKafka]:
     """The module cluster, after checking this test left no broker internal error."""
     yield near_exhaustion
-    errors = near_exhaustion.call(lambda c: list(c.internal_errors))
-    near_exhaustion.call(lambda c: c.internal_errors.clear())
-    assert not errors, f"embedded broker internal errors in {request.node.name}: {errors}"
+    assert_no_internal_errors(near_exhaustion)
 
 
 def _committed_values(
@@ -167,11 +164,10 @@ def test_writer_pattern_across_producer_id_rollover(
 def test_writer_pattern_when_every_bump_rotates(cluster_tv: int, client_tv: int) -> None:
     """``initial_producer_epoch=32766``: every new producer id starts exhausted, so every
     InitProducerId (and, on TV2, every EndTxn) hands out a new producer id."""
-    with EmbeddedKafka(
+    with CheckedKafka(
         transaction_version=cluster_tv, initial_producer_epoch=MAX_EPOCH_BEFORE_EXHAUSTED
     ) as kafka:
         _run_writer_pattern(kafka, client_tv, MAX_EPOCH_BEFORE_EXHAUSTED)
-        assert kafka.call(lambda c: list(c.internal_errors)) == []
 
 
 def _rdkafka_producer(bs: str, tid: str) -> Producer:

@@ -34,6 +34,7 @@ from pyspark_kafka_txn.writer.lingering import (
     abort_open_transaction,
     find_open_transactions,
 )
+from tests.support.clusters import CheckedKafka
 from tests.support.lso import pinned_partitions
 from tests.support.target import KafkaTarget, transaction_versions
 
@@ -43,10 +44,8 @@ PARTITIONS = 2
 
 
 def _start(**settings: object) -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(**settings) as kafka:
+    with CheckedKafka(**settings) as kafka:
         yield kafka
-        errors = kafka.call(lambda c: list(c.internal_errors))
-        assert not errors, f"embedded broker internal errors: {errors}"
 
 
 def _uid() -> str:

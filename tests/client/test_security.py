@@ -34,6 +34,7 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.support.clients import consume_all
+from tests.support.clusters import CheckedKafka
 from tests.support.tls import tls_files
 
 
@@ -136,7 +137,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def sasl_kafka() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(security=ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS)) as k:
+    with CheckedKafka(security=ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS)) as k:
         yield k
 
 
@@ -149,7 +150,7 @@ def sasl_ssl_kafka(tls: dict[str, str]) -> Iterator[EmbeddedKafka]:
         ssl_certfile=Path(tls["server"]),
         ssl_keyfile=Path(tls["server"]),
     )
-    with EmbeddedKafka(security=security) as k:
+    with CheckedKafka(security=security) as k:
         yield k
 
 
@@ -162,7 +163,7 @@ def mtls_kafka(tls: dict[str, str]) -> Iterator[EmbeddedKafka]:
         ssl_cafile=Path(tls["ca"]),
         ssl_client_auth=True,
     )
-    with EmbeddedKafka(security=security) as k:
+    with CheckedKafka(security=security) as k:
         yield k
 
 

@@ -28,6 +28,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.support.clusters import CheckedKafka
 from tests.support.readback import prepare_in_subprocess, read_records, wait_for_values
 from tests.support.target import KafkaTarget
 
@@ -41,13 +42,13 @@ def _tid() -> str:
 
 @pytest.fixture(scope="module")
 def two_pc() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(transaction_two_phase_commit=True, transaction_abort_interval_ms=200) as k:
+    with CheckedKafka(transaction_two_phase_commit=True, transaction_abort_interval_ms=200) as k:
         yield k
 
 
 @pytest.fixture(scope="module")
 def unstable_only() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(unstable_api_versions=True, transaction_abort_interval_ms=200) as k:
+    with CheckedKafka(unstable_api_versions=True, transaction_abort_interval_ms=200) as k:
         yield k
 
 

@@ -60,6 +60,7 @@ from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.spark.writer_kit import HANG_S, pipeline
 from tests.support.acls import INPUT, committed_values, input_values
 from tests.support.clients import sasl_conf
+from tests.support.clusters import CheckedKafka
 from tests.support.txns import committed_batches, open_transactions
 
 APP = "app"
@@ -80,7 +81,7 @@ REQUIRED = (INPUT_READ, TXN_WRITE, OUTPUT_WRITE, OUTPUT_READ, GROUP_READ)
 @pytest.fixture(scope="module")
 def secured() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
-    with EmbeddedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
+    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
         yield k
 
 

@@ -104,6 +104,7 @@ from pyspark_kafka_txn.errors import (
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from tests.support.clients import consume_all, consume_messages, free_port
+from tests.support.clusters import CheckedKafka
 from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
 
@@ -132,7 +133,7 @@ WRONG_SASL = {
 @pytest.fixture(scope="module")
 def sasl_kafka() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users={USER: PASSWORD})
-    with EmbeddedKafka(security=security) as cluster:
+    with CheckedKafka(security=security) as cluster:
         yield cluster
 
 

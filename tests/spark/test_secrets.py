@@ -60,6 +60,7 @@ from pyspark_kafka_txn.writer.ids import decision_group
 from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import consume_messages
+from tests.support.clusters import CheckedKafka
 from tests.support.tls import tls_files
 
 pytestmark = pytest.mark.own_spark
@@ -121,7 +122,7 @@ def secured(tls: dict[str, Path]) -> Iterator[EmbeddedKafka]:
         ssl_cafile=tls["ca"],
         ssl_client_auth=True,
     )
-    with EmbeddedKafka(security=security, transaction_abort_interval_ms=200) as cluster:
+    with CheckedKafka(security=security, transaction_abort_interval_ms=200) as cluster:
         yield cluster
 
 

@@ -31,6 +31,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import completes, held, pipeline, wait_until, while_held
+from tests.support.clusters import CheckedKafka
 from tests.support.epochs import bump_epoch
 from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
@@ -42,7 +43,7 @@ START_EPOCH = 32760
 
 @pytest.fixture
 def rollover_cluster() -> Iterator[EmbeddedKafka]:
-    with EmbeddedKafka(
+    with CheckedKafka(
         transaction_version=2,
         initial_producer_epoch=START_EPOCH,
         transaction_abort_interval_ms=200,
@@ -56,7 +57,7 @@ def durable_cluster(kafka: KafkaTarget, tmp_path: Path) -> Iterator[KafkaTarget]
     if kafka.embedded is None:
         yield kafka
         return
-    with EmbeddedKafka(data_dir=tmp_path / "kafka", transaction_abort_interval_ms=200) as own:
+    with CheckedKafka(data_dir=tmp_path / "kafka", transaction_abort_interval_ms=200) as own:
         yield KafkaTarget(own.bootstrap_servers, own)
 
 

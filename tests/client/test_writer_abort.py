@@ -26,12 +26,15 @@ from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.messages import FRESH
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.support.lso import assert_nothing_open, pinned_partitions
+from tests.support.clients import watermarks
+from tests.support.lso import assert_nothing_open, lso, pinned_partitions, wait_lso_at_hwm
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
 from tests.support.txns import leave_open, open_transactions
 
 TIMEOUT_MS = 60_000
+#: The transactions left open outlive the test: only ``abort_batch`` can end them.
+LONG_MS = 600_000
 
 
 def _options(bootstrap: str, topic: str, prefix: str, **extra: str) -> WriterOptions:
@@ -58,6 +61,11 @@ def _rows(partition: int, tag: str, n: int = 10) -> pa.RecordBatch:
     )
 
 
+def _lsos(bootstrap: str, topic: str) -> dict[int, int]:
+    """Per partition of the 2-partition ``topic``, its LSO as librdkafka reads it."""
+    return {p: lso(bootstrap, topic, p) for p in (0, 1)}
+
+
 def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[str]:
     records = read_records(bootstrap, topic, 2, isolation=isolation)
     return Counter((value or b"").decode().split("-")[0] for _, _, value, _ in records)
@@ -74,22 +82,28 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
     job = f"job-{uuid.uuid4()}"
     returned = write_task(options, TaskIdentity(job, 0, 1, 0), iter([_rows(1, "t1")]), TIMEOUT_MS)
     assert returned.kind == FRESH
-    leave_open(bs, transactional_id(prefix, job, 0), topic, 0, _values("t0", 5))
+    leave_open(bs, transactional_id(prefix, job, 0), topic, 0, _values("t0", 5), timeout_ms=LONG_MS)
     # Another query's transaction under the same prefix, e.g. a live streaming query.
     other = transactional_id(prefix, str(uuid.uuid4()), 0)
-    leave_open(bs, other, topic, 1, _values("other", 5))
-    assert pinned_partitions(bs, topic, 2)  # the check below could fail
+    leave_open(bs, other, topic, 1, _values("other", 5), timeout_ms=LONG_MS)
+    # Partition 0: t0 at 0-4 open. Partition 1: t1 at 0-9 and the other query's at
+    # 10-14, both open: every LSO sits at the first record, the checks below could fail.
+    assert _lsos(bs, topic) == {0: 0, 1: 0}
 
     abort_batch(options, [None, returned], 0, query_id=job)
 
-    # The job's are ended, the other query's not.
+    # When it returns, the job's are ended and the other query's not, as librdkafka sees
+    # the LSO: at the high watermark on partition 0 (t0's abort marker), at the other
+    # query's first record on partition 1 (t1 aborted, the other one still open).
+    assert _lsos(bs, topic) == {0: 6, 1: 10}
+    assert watermarks(bs, topic, 0, "read_uncommitted")[1] == 6
     assert set(open_transactions(bs, prefix)) == {other}
     assert _visible(bs, topic) == Counter()
     assert _visible(bs, topic, "read_uncommitted") == Counter({"t1": 10, "t0": 5, "other": 5})
     with ClusterClient(bs) as cluster:  # leave nothing open on the shared cluster
         for txn in find_open_transactions(cluster, prefix):
             abort_open_transaction(cluster, txn)
-    assert_nothing_open(bs, topic, 2)
+    wait_lso_at_hwm(bs, topic, 2)
 
 
 def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
@@ -100,12 +114,23 @@ def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
     prefix = f"k-{uuid.uuid4().hex[:8]}-"
     job = f"job-{uuid.uuid4()}"
     for partition in (0, 1):
-        leave_open(bs, transactional_id(prefix, job, partition), topic, partition, _values("t", 5))
+        leave_open(
+            bs,
+            transactional_id(prefix, job, partition),
+            topic,
+            partition,
+            _values("t", 5),
+            timeout_ms=LONG_MS,
+        )
+    assert _lsos(bs, topic) == {0: 0, 1: 0}  # both open
 
     abort_batch(_options(bs, topic, prefix), [None, None], 0, query_id=job)
 
-    assert_nothing_open(bs, topic, 2)
+    # Both ended by an abort: each partition holds its five records and one marker.
+    assert _lsos(bs, topic) == {0: 6, 1: 6}
+    assert [watermarks(bs, topic, p, "read_uncommitted")[1] for p in (0, 1)] == [6, 6]
     assert _visible(bs, topic) == Counter()
+    assert _visible(bs, topic, "read_uncommitted") == Counter({"t": 10})
 
 
 def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget) -> None:
@@ -120,11 +145,19 @@ def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget
         batch = 0 if guarantee == "exactly_once" else 1
         who = TaskIdentity(query, batch, 1, 0)
         returned = write_task(options, who, iter([_rows(1, guarantee)]), TIMEOUT_MS)
-        leave_open(bs, transactional_id(prefix, query, 0), topic, 0, _values("killed", 5))
+        leave_open(
+            bs,
+            transactional_id(prefix, query, 0),
+            topic,
+            0,
+            _values("killed", 5),
+            timeout_ms=LONG_MS,
+        )
+        assert pinned_partitions(bs, topic, 2), guarantee  # the check below could fail
 
         abort_batch(options, [None, returned], batch)
 
+        assert_nothing_open(bs, topic, 2)  # as librdkafka sees it, when it returns
         assert set(open_transactions(bs, prefix)) == set(), guarantee
-    assert_nothing_open(bs, topic, 2)
     # Exactly once: the returned task's rows aborted too; at least once: committed by it.
     assert _visible(bs, topic) == Counter({"at_least_once": 10})

@@ -43,3 +43,9 @@ def wait_lso_at_hwm(bootstrap: str, topic: str, partitions: int, timeout_s: floa
     while pinned_partitions(bootstrap, topic, partitions):
         assert time.monotonic() < deadline, "LSO did not reach the high watermark"
         time.sleep(0.05)
+
+
+def lso(bootstrap: str, topic: str, partition: int, **extra: Any) -> int:
+    """The last stable offset of one partition, as librdkafka's read_committed
+    ListOffsets reports it."""
+    return watermarks(bootstrap, topic, partition, "read_committed", **extra)[1]

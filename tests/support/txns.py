@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -34,11 +34,23 @@ def open_transactions(
 
 
 def leave_open(
-    bootstrap: str, tid: str, topic: str, partition: int, values: Sequence[bytes]
+    bootstrap: str,
+    tid: str,
+    topic: str,
+    partition: int,
+    values: Sequence[bytes],
+    *,
+    timeout_ms: int | None = None,
 ) -> None:
     """Write ``values`` in a transaction of ``tid`` and leave it open, as a writer task
-    killed mid-write does: the producer's connection goes, the transaction stays."""
-    with TransactionalProducer(ProducerConfig(bootstrap, tid)) as producer:
+    killed mid-write does: the producer's connection goes, the transaction stays.
+    ``timeout_ms``: its transaction timeout (else the producer's default, 60 s): a test
+    that proves somebody else aborts it gives it one longer than its waits, so that the
+    broker's own timeout cannot do it instead."""
+    config = ProducerConfig(bootstrap, tid)
+    if timeout_ms is not None:
+        config = replace(config, transaction_timeout_ms=timeout_ms)
+    with TransactionalProducer(config) as producer:
         producer.init_transactions()
         producer.begin_transaction()
         producer.produce(topic, pa.array(values, pa.binary()), partitions=partition)

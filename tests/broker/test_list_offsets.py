@@ -20,7 +20,8 @@ from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
 from tests.broker.java_client import JavaClient
 from tests.support.clients import txn_producer
-from tests.support.protocol import HANG_S, raw_request
+from tests.support.hang import HANG_S
+from tests.support.protocol import raw_request
 from tests.support.target import KafkaTarget
 
 BASE_MS = 1_700_000_000_000

@@ -35,7 +35,8 @@ from kio.static.constants import EntityType
 from pyspark_kafka_txn.embedded.topic_config import TOPIC_CONFIGS
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.clients import consume_messages, first_address
-from tests.support.protocol import HANG_S, raw_request
+from tests.support.hang import HANG_S
+from tests.support.protocol import raw_request
 from tests.support.target import KafkaTarget
 
 

@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from tests.support.clients import consume_all, txn_producer, watermarks
-from tests.support.lso import HANG_S
+from tests.support.hang import HANG_S
 from tests.support.protocol import stable_offset_fetch_error
 from tests.support.target import KafkaTarget
 from tests.support.txns import interleaved

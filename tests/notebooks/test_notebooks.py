@@ -27,6 +27,9 @@ from pyspark_kafka_txn.demo.child import local_spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+#: A notebook's whole run: longer than its hang detectors (600 s for a script, 300 s for
+#: a cell), so that a hang fails with their message, not pytest's.
+NOTEBOOK_TIMEOUT_S = 900
 
 #: What each notebook prints once it has checked its own outcome (its last cells assert
 #: the same numbers, so a notebook that printed something else would fail first).
@@ -100,6 +103,7 @@ def test_databricks_sources_have_the_databricks_shape() -> None:
 @pytest.mark.own_spark
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SUMMARY))
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 def test_databricks_source_runs_as_a_script(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(NOTEBOOKS / f"{name}.py")],
@@ -117,6 +121,7 @@ def test_databricks_source_runs_as_a_script(name: str, tmp_path: Path) -> None:
 @pytest.mark.own_spark
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SUMMARY))
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 def test_ipynb_runs_in_a_jupyter_kernel(name: str, tmp_path: Path) -> None:
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     # A kernelspec of its own, so the kernel is this interpreter whatever else is installed.

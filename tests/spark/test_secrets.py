@@ -61,6 +61,7 @@ from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import consume_messages
 from tests.support.clusters import CheckedKafka
+from tests.support.hang import LONG_HANG_S
 from tests.support.tls import tls_files
 
 pytestmark = pytest.mark.own_spark
@@ -71,7 +72,6 @@ MARKER = f"Zq-secret-{uuid.uuid4().hex[:12]}"
 USER = "alice"
 SASL_PASSWORD = f"{MARKER}-sasl"
 ROWS = [f"row-{i}".encode() for i in range(12)]
-HANG_S = 300.0
 
 #: Installed in every Python process of the child's Spark: its package logs at DEBUG to
 #: the file named by KAFKA_TXN_TEST_LOG.
@@ -241,7 +241,7 @@ def test_secrets_stay_out_of_spark_logs_progress_and_kafka(
             env=env,
             stdout=sink_file,
             stderr=subprocess.STDOUT,
-            timeout=HANG_S,
+            timeout=LONG_HANG_S,  # a hang detector, inside pytest's timeout
             check=False,
         )
     assert done.returncode == 0, console.read_text()[-4000:]

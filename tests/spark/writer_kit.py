@@ -19,6 +19,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.writer.ids import transactional_id
+from tests.support.hang import LONG_HANG_S
 from tests.support.txns import open_transactions
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ HANG_S = 180.0
 
 def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
     """``column`` unchanged, its rows in Spark partition ``partition`` held until ``gate``."""
-    path = str(gate)
+    path, hang_s = str(gate), LONG_HANG_S
 
     def hold(value: bytes | None) -> bytes | None:
         import os
@@ -39,7 +40,7 @@ def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
 
         ctx = TaskContext.get()
         if ctx is not None and ctx.partitionId() == partition:
-            deadline = time.monotonic() + 600
+            deadline = time.monotonic() + hang_s  # inside pytest's per-test timeout
             while not os.path.exists(path):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"gate {path} never opened")

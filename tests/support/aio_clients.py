@@ -23,9 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from tests.support.hang import HANG_S
 from tests.support.target import KafkaTarget
-
-HANG_S = 60.0  # hang detector, never a timing assertion
 
 
 class _Client(Protocol):

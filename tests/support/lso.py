@@ -11,8 +11,7 @@ import time
 from typing import Any
 
 from tests.support.clients import watermarks
-
-HANG_S = 60.0  # hang detector, never a timing assertion
+from tests.support.hang import HANG_S
 
 
 def pinned_partitions(

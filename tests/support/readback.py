@@ -15,8 +15,7 @@ from confluent_kafka import Message
 
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from tests.support.clients import consume_messages
-
-HANG_S = 60.0  # hang detector, never a timing assertion
+from tests.support.hang import HANG_S
 
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 

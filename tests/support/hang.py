@@ -1,0 +1,16 @@
+"""Hang detectors: bounds on waits that only a hang reaches, never timing assertions.
+
+Every wait of a test ends before pytest's per-test timeout (``--timeout`` in
+pyproject.toml, or the test's own ``timeout`` mark), so that a hang fails with the wait's
+message, which says what never happened, not with pytest's dump of every thread's stack.
+"""
+
+from __future__ import annotations
+
+#: pytest's per-test timeout (``--timeout`` in pyproject.toml's ``addopts``).
+TEST_TIMEOUT_S = 300.0
+#: A wait for one event (a marker written, a record visible, a member removed).
+HANG_S = 60.0
+#: A wait for a whole Spark job or a child process: well inside :data:`TEST_TIMEOUT_S`,
+#: with time left for the test's set-up and its checks afterwards.
+LONG_HANG_S = 240.0

@@ -37,6 +37,7 @@ from tests.spark.writer_kit import (
     wait_until,
     while_held,
 )
+from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open, pinned_partitions
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, leave_open, open_transactions
@@ -55,6 +56,10 @@ def _input(bootstrap: str, topic: str, n: int = 20, tag: str = "v") -> Counter[b
 
 def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[bytes]:
     return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
+
+
+def _high_watermark(bootstrap: str, topic: str, partition: int) -> int:
+    return watermarks(bootstrap, topic, partition, "read_uncommitted")[1]
 
 
 def _fails(query: StreamingQuery, match: str) -> str:
@@ -187,6 +192,8 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
     first = start()
     completes(first)
     assert _output(bs, sink) == expected
+    wait_until("the batch's markers", lambda: not pinned_partitions(bs, sink, 2))
+    before = [_high_watermark(bs, sink, p) for p in (0, 1)]
     # The state a crash at that point leaves: batch 0 in the offset log, not committed.
     (checkpoint / "commits" / "0").unlink()
     for crc in (checkpoint / "commits").glob(".0.crc"):
@@ -197,6 +204,8 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
     assert [p.batchId for p in again.recentProgress] == [0]  # the batch did run again
     assert (checkpoint / "commits" / "0").exists()
     assert _output(bs, sink) == expected
+    # Nothing at all was written by the replay: no record, no transaction marker.
+    assert [_high_watermark(bs, sink, p) for p in (0, 1)] == before
     assert_nothing_open(bs, sink, 2)
 
 
@@ -209,7 +218,9 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     sink = kafka.create_topic(partitions=2, prefix="lout")
     expected = _input(bs, source)
     prefix = _prefix()
-    leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, [b"left-open"])
+    # Open for up to 15 minutes (Kafka's default transaction.max.timeout.ms): only the
+    # writer's clean-up can end it within the test, not the broker's timeout.
+    leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, [b"left-open"], timeout_ms=900_000)
     assert pinned_partitions(bs, sink, 2)
 
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")

@@ -228,6 +228,8 @@ def test_find_list_and_abort_a_lingering_transaction(
             "Ongoing",
             other.producer_epoch,
         )
+        # As librdkafka sees it: the other topic still pinned by its open transaction.
+        assert sorted(pinned_partitions(bs, other_topic, PARTITIONS)) == [0, 1]
         end_transaction(cluster, other, commit=False)
     code, out, _ = _run_cli(capsys, "list", "--bootstrap-servers", bs, "--prefix", prefix)
     assert (code, out) == (0, f"0 open transaction(s) with prefix '{prefix}'\n")
@@ -257,13 +259,16 @@ def test_abort_counts_a_transaction_ended_meanwhile_as_done(
         abort_open_transaction(cluster, by_id[owned.transactional_id])
         # Our abort is executed but answered as fenced / in the wrong state (e.g. a
         # timeout sweep got there first): described again, no longer open, success.
-        kafka.fail_requests("EndTxn", "producer_fenced", after=True)
+        lost = kafka.fail_requests("EndTxn", "producer_fenced", after=True)
         abort_open_transaction(cluster, by_id[fenced.transactional_id])
-        kafka.fail_requests("EndTxn", "invalid_txn_state")  # refused, not executed
+        refusal = kafka.fail_requests("EndTxn", "invalid_txn_state")  # refused, not executed
         abort_open_transaction(cluster, by_id[refused.transactional_id])  # still open: again
+        assert (lost.hits, refusal.hits) == (1, 1)  # both answers really were wrong
         for txn in by_id.values():
             abort_open_transaction(cluster, txn)  # repeat: nothing left to do
         assert find_open_transactions(cluster, prefix) == []
+    # Three aborted transactions of six records over two partitions, each with its marker.
+    assert _high_watermarks(bs, topic, "read_uncommitted") == [12, 12]
     assert _read_committed_to_end(bs, topic) == []
 
 
@@ -275,8 +280,12 @@ def test_an_abort_that_fails_exits_1(
     topic = _topic(kafka_tv2)
     prefix = f"p-{_uid()}-"
     handle = _write(ProducerConfig(bs, f"{prefix}0"), topic, [b"x"], commit=None)
-    kafka_tv2.require_embedded().fail_requests("EndTxn", "transactional_id_authorization_failed")
+    refusal = kafka_tv2.require_embedded().fail_requests(
+        "EndTxn", "transactional_id_authorization_failed"
+    )
     code, out, err = _run_cli(capsys, "abort", "--bootstrap-servers", bs, "--prefix", prefix)
+    assert refusal.hits == 1
+    assert pinned_partitions(bs, topic, 1) == {0: ((0, 0), (0, 1))}  # still open: librdkafka
     assert code == 1
     assert out == f"aborted 0 of 1 open transaction(s) with prefix '{prefix}'\n"
     assert (

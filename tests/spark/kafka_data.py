@@ -10,9 +10,16 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from pyspark_kafka_txn.schema import spark_schema
-
 HANG_S = 60.0  # hang detector, never a timing assertion
+
+#: The schema of Spark's built-in Kafka source (Spark's Structured Streaming + Kafka
+#: Integration Guide, "Creating a Kafka Source"), written out here, not taken from the
+#: code under test; ``headers`` is added with ``includeHeaders``.
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_FIELD = "headers array<struct<key: string, value: binary>>"
 
 Row = tuple[Any, ...]
 
@@ -75,7 +82,9 @@ def reference_rows(
 
 
 def to_df(spark: SparkSession, rows: list[Row], *, headers: bool = False) -> DataFrame:
-    return spark.createDataFrame(rows, spark_schema(headers))
+    """``rows`` as a DataFrame of the Kafka source's schema (:data:`KAFKA_SCHEMA`)."""
+    schema = f"{KAFKA_SCHEMA}, {HEADERS_FIELD}" if headers else KAFKA_SCHEMA
+    return spark.createDataFrame(rows, schema)
 
 
 def values(rows: list[Any]) -> list[bytes]:

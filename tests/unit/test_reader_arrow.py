@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.reader import executor
-from pyspark_kafka_txn.schema import arrow_schema
+from pyspark_kafka_txn.schema import arrow_schema, spark_schema
 from pyspark_kafka_txn.wire import TopicPartition
 
 TP = TopicPartition("tëst-topic", 3)
@@ -50,9 +50,26 @@ def _messages(records: list[tuple[Any, ...]]) -> list[Message]:
     ]
 
 
+def _expected_schema(include_headers: bool) -> pa.Schema:
+    """The batches' schema, written out (Spark's Kafka schema, timestamps in UTC)."""
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        fields.append(pa.field("headers", pa.list_(pa.field("element", header))))
+    return pa.schema(fields)
+
+
 def _reference(msgs: list[Message], include_headers: bool) -> pa.RecordBatch:
     """What the rows must be, built with pyarrow.array from Python values."""
-    schema = arrow_schema(include_headers)
+    schema = _expected_schema(include_headers)
     stamps = [m.timestamp() for m in msgs]
     columns: list[Any] = [
         pa.array([m.key() for m in msgs], pa.binary()),
@@ -80,7 +97,7 @@ def test_batch_equals_pyarrow_construction(
     msgs = _messages(records)
     batch = executor._to_batch(msgs, TP, include_headers)
     batch.validate(full=True)
-    assert batch.schema == arrow_schema(include_headers)
+    assert batch.schema == _expected_schema(include_headers)
     assert batch.equals(_reference(msgs, include_headers))
 
 
@@ -150,10 +167,10 @@ def test_conversion_does_not_import_pandas() -> None:
 
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_arrow_schema_is_what_spark_derives_from_the_spark_schema(include_headers: bool) -> None:
+    """The batches' schema is what Spark derives from the source's schema, and both are
+    the written-out Kafka schema."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from pyspark_kafka_txn.schema import spark_schema
-
     derived = to_arrow_schema(spark_schema(include_headers), timezone="UTC")
-    assert arrow_schema(include_headers) == derived
+    assert arrow_schema(include_headers) == derived == _expected_schema(include_headers)
     assert arrow_schema(include_headers).names == derived.names

@@ -402,16 +402,38 @@ def _abort_all(
     return failed
 
 
+class _Help(argparse.HelpFormatter):
+    """Help text with each option's default, where it has one worth saying."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        unset = default is None or default is False or default in ("", argparse.SUPPRESS)
+        if action.option_strings and not unset:
+            text += " (default: %(default)s)"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kafka-txn`` argument parser."""
-    parser = argparse.ArgumentParser(prog="kafka-txn", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="kafka-txn",
+        description="kafka-txn broker: the embedded Kafka-compatible cluster. kafka-txn demo: "
+        "the exactly-once pipeline through faults. kafka-txn transactions list|abort: "
+        "transactions left open on a real cluster.",
+        formatter_class=_Help,
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    broker = sub.add_parser("broker", help="run the embedded Kafka-compatible cluster")
+    broker = sub.add_parser(
+        "broker",
+        help="run the embedded Kafka-compatible cluster",
+        formatter_class=_Help,
+    )
     broker.add_argument("--port", type=int, default=9092, help="port of broker 0 (0: any)")
     broker.add_argument("--host", default="127.0.0.1", help="interface to listen on")
     broker.add_argument("--brokers", type=int, default=1, help="number of broker nodes")
@@ -489,13 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="an exactly-once Kafka -> Spark -> Kafka pipeline on the embedded cluster, "
         "through a task failure and a killed driver",
+        formatter_class=_Help,
     )
     demo.add_argument(
         "--orders",
         type=_positive_int,
         default=100,
         metavar="N",
-        help="orders (records) per input transaction (default 100)",
+        help="orders (records) per input transaction",
     )
     demo.add_argument(
         "--plot", type=Path, metavar="FILE.png", help="draw rows and latency per micro-batch"
@@ -508,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find open transactions by transactional-id prefix (ListTransactions + "
         "DescribeTransactions) and abort them (EndTxn). Exit codes: 0 done, 1 something "
         "could not be listed or aborted, 2 bad usage.",
+        formatter_class=_Help,
     )
     actions = txns.add_subparsers(dest="action", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -522,7 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative_int,
         default=0,
         metavar="N",
-        help="only transactions started at least N ms ago (default 0)",
+        help="only transactions started at least N ms ago. With 0, abort also ends the "
+        "batches that live writers are committing right now: give it more than the longest "
+        "micro-batch (their commit then fails and they rewrite the batch)",
     )
     common.add_argument(
         "--command-config",
@@ -542,12 +568,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float,
         default=10.0,
         metavar="S",
-        help="give up reaching the cluster / ending a transaction after S seconds (10)",
+        help="give up reaching the cluster / ending a transaction after S seconds",
     )
-    actions.add_parser("list", parents=[common], help="print the open transactions").set_defaults(
-        run=_transactions, dry_run=False
+    actions.add_parser(
+        "list",
+        parents=[common],
+        help="print the open transactions",
+        formatter_class=_Help,
+    ).set_defaults(run=_transactions, dry_run=False)
+    abort = actions.add_parser(
+        "abort",
+        parents=[common],
+        help="abort the open transactions",
+        description="Abort the open transactions under --prefix. Warning: with the default "
+        "--min-age-ms 0 this also aborts the transactions of batches that live queries are "
+        "writing or committing now; stop those queries first, or set --min-age-ms above the "
+        "longest micro-batch.",
+        formatter_class=_Help,
     )
-    abort = actions.add_parser("abort", parents=[common], help="abort the open transactions")
     abort.add_argument("--dry-run", action="store_true", help="print, abort nothing")
     abort.set_defaults(run=_transactions)
     return parser

@@ -61,6 +61,7 @@ from tests.spark.writer_kit import HANG_S, pipeline
 from tests.support.acls import INPUT, committed_values, input_values
 from tests.support.clients import sasl_conf
 from tests.support.clusters import CheckedKafka
+from tests.support.lso import pinned_partitions
 from tests.support.txns import committed_batches, open_transactions
 
 APP = "app"
@@ -169,6 +170,12 @@ def _committed(kafka: EmbeddedKafka, topic: str) -> Counter[bytes]:
     return committed_values(kafka.bootstrap_servers, topic, **_conf(kafka, "admin"))
 
 
+def _pinned(kafka: EmbeddedKafka, topic: str) -> list[int]:
+    """Partitions of the 2-partition ``topic`` whose LSO an open transaction holds below
+    the high watermark, as librdkafka sees them (an independent check of "nothing open")."""
+    return sorted(pinned_partitions(kafka.bootstrap_servers, topic, 2, **_conf(kafka, "admin")))
+
+
 def _open_under(kafka: EmbeddedKafka, prefix: str) -> list[str]:
     """Transactional ids under ``prefix`` with an open transaction (as the super user)."""
     return list(open_transactions(kafka.bootstrap_servers, prefix, _conf(kafka, "admin")))
@@ -192,6 +199,7 @@ def test_pipeline_is_exactly_once_with_exactly_the_documented_acls(
     assert len(query.recentProgress) >= 2  # several micro-batches, each committed
     assert _committed(secured, sink) == input_values()  # every record exactly once
     assert _open_under(secured, prefix) == []
+    assert _pinned(secured, sink) == []
 
 
 def _expected_error(which: str, source: str, sink: str, prefix: str) -> list[str]:
@@ -239,6 +247,7 @@ def test_without_one_required_acl_the_first_batch_fails_naming_it(
     assert query.lastProgress is None  # it failed in its first micro-batch
     assert _committed(secured, failing_sink) == Counter()  # nothing visible
     assert _open_under(secured, prefix) == []  # and nothing left pinning the LSO
+    assert _pinned(secured, failing_sink) == []  # (librdkafka: "nothing visible" is real)
 
 
 def test_describe_configs_is_optional_the_timeout_falls_back_to_60s(
@@ -282,6 +291,7 @@ def test_describe_configs_is_optional_the_timeout_falls_back_to_60s(
     commit_batch(options, messages, 0)
     assert _committed(secured, sink) == Counter(rows)
     assert _open_under(secured, prefix) == []
+    assert _pinned(secured, sink) == []
 
 
 def test_reader_task_without_read_fails_naming_it(secured: EmbeddedKafka, source: str) -> None:
@@ -344,8 +354,11 @@ def test_commit_refused_by_a_revoked_acl_names_it_and_the_decision_stands(
     assert f"--operation Write --transactional-id {prefix} --resource-pattern-type prefixed" in (
         str(error)
     )
+    # Neither committed nor aborted: still open, as librdkafka sees the LSO.
+    assert _pinned(secured, sink) != []
     assert _committed(secured, sink) == Counter()
     _grant(secured, list(acls.values()))
     commit_batch(options, [message], 0)
     assert _committed(secured, sink) == Counter(rows)
     assert _open_under(secured, prefix) == []
+    assert _pinned(secured, sink) == []

@@ -82,7 +82,9 @@ _SIMILAR = 0.8
 #: Kafka's longest string field (transactional and group ids), in bytes.
 MAX_ID_BYTES = 32_767
 #: What the writer appends to the prefix at most: a batch job's query id and the
-#: decision record's chunk groups (``job-{uuid}-decision-{slot}-{chunk}``).
+#: decision record's chunk groups (``job-{uuid}-decision-{slot}-{chunk}``). An idempotent
+#: write's ``app-{uuid}`` (derived from ``txnAppId``, whatever its length) is as long, and
+#: its claim group (``…-writer``) shorter.
 _LONGEST_SUFFIX = len("job-00000000-0000-0000-0000-000000000000-decision-1-") + 10
 #: The longest ``transactionalIdPrefix``.
 MAX_PREFIX_LENGTH = MAX_ID_BYTES - _LONGEST_SUFFIX
@@ -348,6 +350,23 @@ OPTIONS: tuple[Option, ...] = (
         DURATION,
         "60s",
         "lingering_timeout_ms",
+    ),
+    Option(
+        "txnAppId",
+        "writer",
+        "`df.write` only (e.g. inside `foreachBatch`): the application id of an idempotent "
+        "write, as Delta Lake's option; with `txnVersion`, each (id, `topic` option, version) "
+        "is written at most once.",
+        TEXT,
+        field="app_id",
+    ),
+    Option(
+        "txnVersion",
+        "writer",
+        "With `txnAppId`: the write's version (`batch_id` in `foreachBatch`); a version at or "
+        "below the last one committed for the id writes nothing.",
+        NON_NEGATIVE,
+        field="app_version",
     ),
     Option(
         "kafka.compression.type",

@@ -125,6 +125,8 @@ class WriterOptions:
     max_block_ms
         ``kafka.max.block.ms``: how long a connection, a coordinator or a topic's metadata
         is waited for (retries included) before the error is raised.
+    app_id, app_version
+        ``txnAppId`` and ``txnVersion`` of an idempotent batch write (both or neither).
     client_options
         The ``kafka.*`` settings for our protocol client (security and producer tuning;
         prefix removed). Redacted in ``repr``.
@@ -139,6 +141,8 @@ class WriterOptions:
     lingering_timeout_ms: int
     max_block_ms: int
     client_options: Mapping[str, str]
+    app_id: str | None = None
+    app_version: int | None = None
 
     def __repr__(self) -> str:
         return redacted_repr(self, "client_options")
@@ -174,6 +178,36 @@ class WriterOptions:
             "transaction.two.phase.commit.enable": self.two_phase_commit,
         }
         return ProducerConfig.from_options(given)
+
+
+#: Kafka offsets are signed 64-bit: the version is recorded as one.
+_MAX_VERSION = 2**63 - 1
+
+
+def _check_app(opts: OptionView, values: Mapping[str, object]) -> None:
+    """``txnAppId`` and ``txnVersion`` come together, and only with exactly once."""
+    app, version = values.get("app_id"), values.get("app_version")
+    if (app is None) != (version is None):
+        given, missing = (
+            ("txnAppId", "txnVersion") if version is None else ("txnVersion", "txnAppId")
+        )
+        raise ConfigError(
+            f"Option '{opts.spelled(given)}' needs the option '{missing}' too: an idempotent "
+            "write is identified by both (in foreachBatch: txnAppId = a name of the query, "
+            "txnVersion = batch_id)"
+        )
+    if app is None:
+        return
+    if isinstance(version, int) and version > _MAX_VERSION:
+        raise ConfigError(
+            f"Invalid value '{version}' for option '{opts.spelled('txnVersion')}', must be at "
+            f"most {_MAX_VERSION}"
+        )
+    if values.get("exactly_once") is False:
+        raise ConfigError(
+            f"Option '{opts.spelled('txnAppId')}' needs deliveryGuarantee=exactly_once: "
+            "an idempotent write commits through the decision record"
+        )
 
 
 def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
@@ -231,6 +265,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     client = client_options(raw, producer_options=_PRODUCER_OPTIONS, ignored=_IGNORED)
     for key in sorted(_PRODUCER_OPTIONS & client.keys() - {"compression.type", "client.id"}):
         opts.parse(f"kafka.{key}", NON_NEGATIVE)  # an integer, named as the user wrote it
+    _check_app(opts, values)
     written = WriterOptions(**values, client_options=client)
     # Build one producer configuration now, so a bad kafka.* value fails at query start.
     try:

@@ -26,6 +26,7 @@ from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import TxnState, connect
 from pyspark_kafka_txn.writer.decision import read_decision
+from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
@@ -45,6 +46,7 @@ def abort_batch(
     batch: int,
     *,
     query_id: str | None = None,
+    app: AppWrite | None = None,
 ) -> None:
     """Abort the transactions of ``batch`` unless a decision to commit it stands.
 
@@ -64,7 +66,13 @@ def abort_batch(
         The batch id (0 for a batch job).
     query_id
         The query (or batch job) id when the driver knows it; else the messages' one.
+    app
+        The run of an idempotent batch write (``txnAppId``), or None. Once another run of
+        the same application claimed its ids, only this run's fresh handles are aborted:
+        the Ongoing transactions under its ids may be the other run's.
     """
+    if app is not None and app.skip:
+        return
     present = task_messages(messages)
     if query_id is None and present:
         query_id = present[0].query_id
@@ -83,6 +91,13 @@ def abort_batch(
                 )
                 return
             _abort_fresh(cluster, present)
+        if app is not None and not claim_held(cluster, prefix, app):
+            logger.warning(
+                "%s failed; another run of the same txnAppId claimed its transactional ids: "
+                "their open transactions are left to it",
+                app,
+            )
+            return
         _abort_unreturned(cluster, prefix, query_id)
 
 

@@ -32,6 +32,11 @@ under the prefix, as last listed, that the batch does not hold are dealt with by
 :mod:`.lingering`: this query's leftovers (:func:`~.lingering.abort_leftovers`), other
 query ids' lingering ones (:func:`~.lingering.abort_lingering`).
 
+An idempotent batch write (``txnAppId``, :mod:`.idempotent`) commits the same way, its
+application's query id and version standing for the query id and batch; before step 1
+its claim is checked (another run of the same application id raced it: reported, nothing
+decided), and this application's leftovers are aborted only while the claim is still its.
+
 This module owns the driver's commit only; the abort is :mod:`.abort`, what the task
 and the driver both ask of Kafka is :mod:`.common`.
 """
@@ -62,6 +67,7 @@ from pyspark_kafka_txn.writer.decision import (
     withdraw_decision,
     write_decision,
 )
+from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held, hold_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
@@ -76,28 +82,51 @@ __all__ = ["commit_batch"]
 logger = logging.getLogger(__name__)
 
 
-def commit_batch(options: WriterOptions, messages: Sequence[object | None], batch: int) -> None:
+def commit_batch(
+    options: WriterOptions,
+    messages: Sequence[object | None],
+    batch: int,
+    *,
+    app: AppWrite | None = None,
+) -> None:
     """Commit every task's transaction of ``batch`` (see the module docstring).
+
+    Parameters
+    ----------
+    app
+        The run of an idempotent batch write (``txnAppId``), or None.
 
     Raises
     ------
     CommitFailedError
         Naming the Spark partitions whose transactions could not be committed.
+    ConcurrentQueryError
+        When another run of the same idempotent write claimed its ids (nothing decided).
     """
     present = task_messages(messages)
-    if not present:
+    if not present or (app is not None and app.skip):
         return
     query_id = present[0].query_id
     prefix = options.transactional_id_prefix
     started = time.monotonic()
     with acl_hints(options), connect(options) as cluster:
+        if app is not None:
+            anchor = next((m.anchor for m in present if m.anchor is not None), None)
+            hold_claim(cluster, prefix, app, anchor)
         decided = (
             _decide_and_commit(cluster, prefix, query_id, batch, present)
             if options.exactly_once
             else {}  # at least once: each task committed its own transaction
         )
         still_open = _markers_landed(cluster, prefix, query_id, decided)
-        abort_leftovers(cluster, prefix, query_id, decided, still_open)
+        if app is None or claim_held(cluster, prefix, app):
+            abort_leftovers(cluster, prefix, query_id, decided, still_open)
+        else:
+            logger.warning(
+                "%s committed; another run of the same txnAppId started meanwhile: its "
+                "transactions are left alone",
+                app,
+            )
         abort_lingering(cluster, options, query_id, still_open)
     logger.info(
         "batch %d of %s committed: %d rows from %d tasks in %.0f ms",

@@ -8,23 +8,57 @@ groups ``{prefix}{Q}-decision`` (header) and ``{prefix}{Q}-decision-{slot}-{k}``
 see ``decision.py``). Every
 id the writer uses starts with the prefix: one PREFIXED ACL on TransactionalId and Group
 covers them.
+
+The query id ``Q`` is the streaming query's id, a batch job's ``job-{uuid}``, or, for an
+idempotent batch write (``txnAppId``), ``app-{uuid}``: a UUID derived from the application
+id and the ``topic`` option (:func:`app_query_id`), the same in every run, so that the
+ids stay within Kafka's limits and under the prefix whatever text the application id is.
+Such a write also records which run of it writes now in ``{prefix}{Q}-writer``
+(:func:`writer_group`).
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 
 __all__ = [
+    "app_query_id",
     "decision_group",
     "partition_of",
     "query_of",
     "transactional_id",
+    "writer_group",
 ]
 
 _DECISION = "decision"
-# Spark's query ids and our batch-job ids: a UUID, optionally behind "job-". Being strict
-# keeps ids of a longer prefix ("a-b-…" seen under prefix "a-") from looking like ours.
-_QUERY_ID = re.compile(r"(?:job-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_WRITER = "writer"
+# Spark's query ids, our batch-job ids and application ids: a UUID, optionally behind "job-"
+# or "app-". Being strict keeps ids of a longer prefix ("a-b-…" seen under prefix "a-")
+# from looking like ours.
+_QUERY_ID = re.compile(
+    r"(?:job-|app-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
+#: The namespace of the UUIDs derived from application ids (fixed: changing it would give
+#: every application id new transactional ids and forget what was committed).
+_APP_NAMESPACE = uuid.UUID("6f1d2c1e-6b8a-5c7e-9a51-2f0d4b7e8c13")
+
+
+def app_query_id(app_id: str, topic: str | None) -> str:
+    """``app-{uuid}``: the query id of an idempotent batch write.
+
+    The UUID (version 5) is derived from ``txnAppId`` and the ``topic`` option, so two
+    writes of one version with the same application id to two topics (two Delta tables
+    would be two tables) are two idempotent writes, and every run of one finds the other
+    runs' records.
+    """
+    name = app_id if topic is None else f"{app_id}\x00topic={topic}"
+    return f"app-{uuid.uuid5(_APP_NAMESPACE, name)}"
+
+
+def writer_group(prefix: str, query_id: str) -> str:
+    """Group naming the run of an idempotent batch write that writes now (its claim)."""
+    return f"{prefix}{query_id}-{_WRITER}"
 
 
 def transactional_id(prefix: str, query_id: str, partition: int) -> str:

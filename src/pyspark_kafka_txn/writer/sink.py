@@ -5,7 +5,9 @@
   decision and commits them all (``writer/commit.py``), ``abort()`` aborts them
   (``writer/abort.py``).
 * :class:`KafkaBatchWriter` (``df.write.format("kafka_txn")``): the same protocol with a
-  job id generated on the driver instead of the query id, and batch id 0.
+  job id generated on the driver instead of the query id, and batch id 0; with
+  ``txnAppId`` and ``txnVersion`` (an idempotent write, :mod:`.idempotent`), the
+  application's query id and the version, decided on the driver before the job.
 
 Both are created on the driver by ``start()`` (the data source parsed the options; the
 input columns are checked and the transaction timeout resolved against the broker: the
@@ -45,6 +47,7 @@ from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import connect
+from pyspark_kafka_txn.writer.idempotent import AppWrite, start_app_write
 from pyspark_kafka_txn.writer.schema import check_input_schema
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
@@ -179,14 +182,14 @@ def _unchecked(options: WriterOptions) -> str:
     return "kafka.transaction.timeout.ms is not checked against it"
 
 
-def _task(query_id: str | None) -> TaskIdentity:
+def _task(query_id: str | None, batch_id: int = 0) -> TaskIdentity:
     ctx = TaskContext.get()
     if ctx is None:  # pragma: no cover - write() always runs in a Spark task
         raise KafkaTxnError("kafka_txn write() must run inside a Spark task")
     query = query_id or ctx.getLocalProperty("sql.streaming.queryId")
     if not query:  # pragma: no cover - Spark sets it for every streaming batch
         raise KafkaTxnError("no streaming query id in the task's local properties")
-    batch = ctx.getLocalProperty("streaming.sql.batchId") if query_id is None else "0"
+    batch = ctx.getLocalProperty("streaming.sql.batchId") if query_id is None else str(batch_id)
     return TaskIdentity(query, int(batch or 0), ctx.partitionId(), ctx.attemptNumber())
 
 
@@ -206,6 +209,10 @@ class _KafkaWriter:
     #: The batch job's id, which stands for the query id in its transactional ids (None:
     #: a streaming query, whose id and batch id the task reads from Spark).
     job_id: str | None = None
+    #: The batch id of a batch job (its ``txnVersion``, else 0).
+    batch_id: int = 0
+    #: The run of an idempotent batch write (``txnAppId``), decided on the driver.
+    app: AppWrite | None = None
 
     def __init__(self, options: WriterOptions, timeout_ms: int) -> None:
         self.options = options
@@ -233,7 +240,8 @@ class _KafkaWriter:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Prepare this task's transaction (executor)."""
-        return write_task(self.options, _task(self.job_id), iterator, self.timeout_ms)
+        who = _task(self.job_id, self.batch_id)
+        return write_task(self.options, who, iterator, self.timeout_ms, self.app)
 
 
 class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
@@ -241,6 +249,24 @@ class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
 
     Created by :meth:`start` on the driver, like the batch writer.
     """
+
+    @classmethod
+    def start(cls, options: WriterOptions, schema: StructType) -> Self:
+        """As :meth:`_KafkaWriter.start`; ``txnAppId`` is refused (batch writes only).
+
+        Raises
+        ------
+        ConfigError
+            If ``txnAppId`` is given: a streaming query's batches are idempotent by its
+            checkpoint already.
+        """
+        if options.app_id is not None:
+            raise ConfigError(
+                "Option 'txnAppId' applies to df.write only (e.g. inside foreachBatch, with "
+                "txnVersion=batch_id): a streaming query's writeStream is exactly once by "
+                "its checkpoint already; remove txnAppId and txnVersion"
+            )
+        return super().start(options, schema)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Record the decision, then commit every task's transaction (driver)."""
@@ -255,17 +281,38 @@ class KafkaBatchWriter(_KafkaWriter, DataSourceArrowWriter):
     """``df.write.format("kafka_txn")``: the same two-phase commit for one job.
 
     Created by :meth:`start` on the driver, like the streaming writer; the job's id is
-    generated here, on the driver.
+    generated here, on the driver. With ``txnAppId`` and ``txnVersion`` the job's id is
+    the application's and its batch id the version, and :meth:`start` decides whether
+    the version is written at all (:func:`~.idempotent.start_app_write`).
     """
 
     def __init__(self, options: WriterOptions, timeout_ms: int) -> None:
         super().__init__(options, timeout_ms)
         self.job_id = f"job-{uuid.uuid4()}"
 
+    @classmethod
+    def start(cls, options: WriterOptions, schema: StructType) -> Self:
+        """As :meth:`_KafkaWriter.start`; for an idempotent write, also look up what the
+        application committed last (network I/O), and claim its ids.
+
+        Raises
+        ------
+        CommitFailedError
+            If a previous version of the application was decided and lost transactions:
+            it must be written again first.
+        """
+        writer = super().start(options, schema)
+        if options.app_id is not None:
+            with acl_hints(options), connect(options) as cluster:
+                writer.app = start_app_write(cluster, options)
+            writer.job_id = writer.app.query_id
+            writer.batch_id = writer.app.version
+        return writer
+
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Record the decision, then commit every task's transaction (driver)."""
-        commit_batch(self.options, messages, 0)
+        commit_batch(self.options, messages, self.batch_id, app=self.app)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Abort the job's transactions, also those of tasks killed mid-write (driver)."""
-        abort_batch(self.options, messages, 0, query_id=self.job_id)
+        abort_batch(self.options, messages, self.batch_id, query_id=self.job_id, app=self.app)

@@ -15,6 +15,11 @@ For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.
    the handle and, without two-phase commit, the time by which the driver must decide
    (:func:`commit_by`). Any error aborts the own transaction before it is re-raised.
 
+An idempotent batch write (``txnAppId``, :mod:`.idempotent`) is the same with its
+application's query id and version; a version the driver found committed writes nothing
+(message *committed*), and before its InitProducerId the task checks that no other run of
+the same application claimed the ids since its own (a race, reported instead of fencing).
+
 This module owns the executor's code only (:func:`write_task` and its steps); what it
 asks of Kafka in common with the driver (the client, the batch marker, whether a
 transaction is open) is in :mod:`.common`.
@@ -39,6 +44,7 @@ from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, holds_open, read_marker
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
+from pyspark_kafka_txn.writer.idempotent import AppWrite, check_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
 
@@ -79,20 +85,36 @@ def write_task(
     who: TaskIdentity,
     batches: Iterator[pa.RecordBatch],
     timeout_ms: int,
+    app: AppWrite | None = None,
 ) -> TaskMessage:
     """Write one task's rows exactly once (or at least once); see the module docstring.
+
+    Parameters
+    ----------
+    app
+        The run of an idempotent batch write (``txnAppId``), or None.
 
     Returns
     -------
     TaskMessage
         What the driver's ``commit()`` / ``abort()`` needs.
+
+    Raises
+    ------
+    ConcurrentQueryError
+        When another run of the same idempotent write claimed the ids (nothing written).
     """
+    if app is not None and app.skip:
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
     tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
     with acl_hints(options), connect(options) as cluster:
         if options.exactly_once:
             replay = _replayed(cluster, options, who, tid)
             if replay is not None:
                 return replay
+        if app is not None:
+            where = f"in Spark partition {who.partition} before writing (nothing written)"
+            check_claim(cluster, options.transactional_id_prefix, app, where)
         opened_ms = int(time.time() * 1000)
         producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
         producer.init_transactions()

@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat maven bench chaos compat clean
+.PHONY: demo test lint check-python venv kcat maven bench chaos compat spark-versions clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -49,6 +49,8 @@ test: lint kcat maven
 	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark"
 	# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 	KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
+	# The smoke suite on the older PySpark releases, each in a fresh virtual environment.
+	$(MAKE) spark-versions
 
 # The Spark and writer tests against a matrix of Apache Kafka releases, node counts and
 # transaction versions (not in CI: about an hour). `make compat COMPAT="4.0.2:3:1"` runs
@@ -61,6 +63,14 @@ compat: $(STAMP) kcat maven
 	  KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
 	    KAFKA_TXN_APACHE_TV=$$tv $(PY) -m pytest -q tests/spark tests/client; \
 	done
+
+# The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver
+# kill, Spark Connect) on the newest release of each PySpark line below, each in a fresh
+# virtual environment holding that PySpark and the package's wheel (pip's cache keeps the
+# downloads). `make spark-versions SPARK_VERSIONS=4.1.3` tests one exact release.
+SPARK_VERSIONS ?= 4.0 4.1 4.2
+spark-versions: $(STAMP)
+	KAFKA_TXN_SPARK_VERSIONS="$(SPARK_VERSIONS)" $(PY) -m pytest tests/spark_versions
 
 demo: $(STAMP)
 	$(PY) -m pyspark_kafka_txn demo

@@ -6,6 +6,14 @@ admitted by ``minOffsetsPerTrigger`` / ``maxTriggerDelay``), ``Trigger.Available
 and vanished partitions, and the ``"@origin"`` record that lets a re-run of the first
 micro-batch read the same range. Offsets are Spark's checkpoint's; nothing is committed to
 Kafka.
+
+Where PySpark has no admission control for Python sources (before Apache Spark 4.2: no
+``pyspark.sql.streaming.datasource``), Spark calls ``latestOffset()`` without a start or a
+limit and never calls ``prepareForTriggerAvailableNow``. The reader then limits its own
+answer: it keeps the offset the next micro-batch starts from (the last end it returned,
+or the one Spark planned or announced on restart through ``partitions(end, end)``) and
+applies ``maxOffsetsPerTrigger`` and ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` to it,
+as it applies Spark's ``ReadLimit`` otherwise. ``docs/compatibility.md`` says what differs.
 """
 
 from __future__ import annotations
@@ -15,13 +23,6 @@ import time
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
@@ -37,6 +38,13 @@ from pyspark_kafka_txn.options import ReaderOptions
 from pyspark_kafka_txn.reader.base import KafkaReader
 from pyspark_kafka_txn.reader.common import report_data_loss
 from pyspark_kafka_txn.reader.planning import LsoStallMonitor
+from pyspark_kafka_txn.spark_api import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = ["KafkaStreamReader"]
@@ -59,6 +67,8 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         self._available_now: PartitionOffsets | None = None
         self._last_trigger_ms = 0.0
         self._initial: OffsetJson | None = None
+        #: Where the next micro-batch starts, for a ``latestOffset()`` without arguments.
+        self._next_start: OffsetJson | None = None
         self._stalls = (
             LsoStallMonitor(options.lso_stall_warn_ms)
             if options.read_committed and options.lso_stall_warn_ms > 0
@@ -95,14 +105,26 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         logger.info("Trigger.AvailableNow target: %s", to_json_dict(self._available_now))
 
     def latestOffset(  # noqa: N802 - Spark's API name
-        self, start: OffsetJson, limit: ReadLimit
+        self, start: OffsetJson | None = None, limit: ReadLimit | None = None
     ) -> OffsetJson:
         """End of the next micro-batch: the LSO (or high watermark), capped by ``limit``.
 
         The end of the query's first micro-batch (``start`` is what :meth:`initialOffset`
         returned) records that batch's start under :data:`~pyspark_kafka_txn.offsets.ORIGIN`,
         so that a re-run of the batch reads the same range (see :meth:`partitions`).
+
+        A PySpark without admission control calls it without arguments: the start is then
+        where the reader knows the next micro-batch begins (:meth:`initialOffset` for a new
+        query) and the limit is :meth:`getDefaultReadLimit`'s.
         """
+        if start is None or limit is None:
+            start = self._next_start if self._next_start is not None else self.initialOffset()
+            end = self._latest_offset(start, self.getDefaultReadLimit())
+            self._next_start = end
+            return end
+        return self._latest_offset(start, limit)
+
+    def _latest_offset(self, start: OffsetJson, limit: ReadLimit) -> OffsetJson:
         client = self._offsets()
         first = ORIGIN not in start and self._initial is not None and start == self._initial
         begin = from_json_dict(start)
@@ -182,6 +204,9 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         when new records arrived (``latest``), retention deleted records (``earliest``) or
         partitions were added.
         """
+        # Without admission control the next batch starts at the end of the one planned
+        # last, or, after a restart, at the offset Spark announces here (start == end).
+        self._next_start = end
         if start == end:
             return []  # also Spark's probe on restart (setLatestSeenOffset)
         origin = origin_of(end)

@@ -24,12 +24,8 @@ from typing import TYPE_CHECKING, Self
 
 from kio.schema.errors import ErrorCode
 from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import Row, StructType
 
 from pyspark_kafka_txn.client.admin import describe_broker_configs
 from pyspark_kafka_txn.client.errors import RESOURCE_TOPIC, authorization_error
@@ -43,11 +39,13 @@ from pyspark_kafka_txn.errors import (
     KafkaTxnError,
 )
 from pyspark_kafka_txn.options.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, WriterOptions
+from pyspark_kafka_txn.spark_api import BatchWriterBase, StreamWriterBase
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.idempotent import AppWrite, start_app_write
+from pyspark_kafka_txn.writer.rows import arrow_batches
 from pyspark_kafka_txn.writer.schema import check_input_schema
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
@@ -238,13 +236,17 @@ class _KafkaWriter:
         check_input_schema(schema, options.topic)
         return cls(options, resolve_timeout(options))
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        """Prepare this task's transaction (executor)."""
+    def write(self, iterator: Iterator[pa.RecordBatch | Row]) -> WriterCommitMessage:
+        """Prepare this task's transaction (executor).
+
+        Spark gives Arrow record batches, or rows where PySpark has no Arrow writer for this
+        kind of write (:mod:`pyspark_kafka_txn.spark_api`); both become record batches.
+        """
         who = _task(self.job_id, self.batch_id)
-        return write_task(self.options, who, iterator, self.timeout_ms, self.app)
+        return write_task(self.options, who, arrow_batches(iterator), self.timeout_ms, self.app)
 
 
-class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
+class KafkaStreamWriter(_KafkaWriter, StreamWriterBase):
     """Exactly-once micro-batch writer (see the module docstring).
 
     Created by :meth:`start` on the driver, like the batch writer.
@@ -277,7 +279,7 @@ class KafkaStreamWriter(_KafkaWriter, DataSourceStreamArrowWriter):
         abort_batch(self.options, messages, batchId)
 
 
-class KafkaBatchWriter(_KafkaWriter, DataSourceArrowWriter):
+class KafkaBatchWriter(_KafkaWriter, BatchWriterBase):
     """``df.write.format("kafka_txn")``: the same two-phase commit for one job.
 
     Created by :meth:`start` on the driver, like the streaming writer; the job's id is

@@ -11,6 +11,10 @@ package is named ``pyspark_*`` and exposes ``DefaultSource``.
 
 A test marked ``local_spark_only(reason)`` runs in the ``local`` mode only (``make test``
 runs it once); the other modes deselect it, never skip it.
+
+When a collected test uses the ``builtin_kafka`` fixture (the parity tests), the session also
+loads Spark's built-in Kafka connector through ``spark.jars``
+(:mod:`tests.support.spark_kafka`); otherwise it does not, so the other tests never need it.
 """
 
 from __future__ import annotations
@@ -48,8 +52,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.support.spark_kafka import LOADED
+
+    for connector in LOADED:
+        terminalreporter.write_line(connector.note)
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Python workers (foreachBatch under Spark Connect) import test helpers from here.
@@ -68,6 +79,10 @@ def spark() -> Iterator[SparkSession]:
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="spark-warehouse-")
         )
+        if any("builtin_kafka" in getattr(i, "fixturenames", ()) for i in request.session.items):
+            from tests.support.spark_kafka import connector
+
+            builder = builder.config("spark.jars", connector().spark_jars)
     session = (
         builder.config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")

@@ -1,0 +1,647 @@
+"""Reader parity with Spark's built-in connector: the same query through ``format("kafka")``
+with ``kafka.isolation.level=read_committed`` and through ``format("kafka_txn")`` (its
+default isolation, so the default is checked too) gives equal DataFrames.
+
+The built-in connector's jars come from Maven Central (:mod:`tests.support.spark_kafka`;
+the test summary names the release). Both sides run in the one shared SparkSession, against
+the session's cluster (``kafka``: the embedded one, or Apache Kafka with
+``KAFKA_TXN_TARGET=apache``). Data is written by independent clients (confluent-kafka).
+
+Where the two differ by design, the test asserts the difference (``test_default_isolation``,
+the bad-option table of :mod:`tests.support.parity_bad_options`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from chispa import assert_df_equality
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from tests.support.clients import txn_producer, watermarks
+from tests.support.lso import wait_lso_at_hwm
+from tests.support.parity_bad_options import CASES, TOPIC
+from tests.support.spark_kafka import Connector, connector
+from tests.support.target import KafkaTarget
+from tests.support.txns import tid
+
+pytestmark = pytest.mark.local_spark_only(
+    "the built-in connector comes through spark.jars, which a Spark Connect client cannot "
+    "set; one run per make test is enough for a comparison"
+)
+
+Format = Literal["kafka", "kafka_txn"]
+FORMATS: tuple[Format, Format] = ("kafka", "kafka_txn")
+ORDER = ("topic", "partition", "offset")
+HANG_S = 120  # hang detector, never a timing assertion
+
+
+@pytest.fixture(scope="session")
+def builtin_kafka() -> Connector:
+    """Spark's built-in connector (the ``spark`` fixture loads its jars when a collected
+    test asks for this fixture)."""
+    return connector()
+
+
+# -- the data ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Rich:
+    """Three partitions with plain records, committed, aborted and one still-open
+    transaction, null keys and values, headers (one with a null value), and chosen
+    timestamps (``T0 + 10 s * step``). Offsets per partition:
+
+    * p0: 0 plain · 1-2 committed · 3 marker · 4-5 aborted · 6 marker · 7-9 committed ·
+      10 marker · 11 committed · 12 marker
+    * p1: 0 plain (null key) · 1-2 committed · 3 marker · 4-5 aborted · 6 marker ·
+      7 committed tombstone · 8 marker
+    * p2: 0 plain (null value) · 1-2 committed · 3 marker · 4-5 aborted · 6 marker · 7 plain ·
+      8 open (the LSO) · 9 committed · 10 marker
+    """
+
+    topic: str
+    t0: int
+    open_producer: Producer
+
+    def ts(self, step: int) -> int:
+        return self.t0 + 10_000 * step
+
+
+def _rich(bs: str, topic: str) -> Rich:
+    t0 = (int(time.time() * 1000) - 3_600_000) // 1000 * 1000
+    layout = Rich(topic, t0, txn_producer(bs, tid(), **{"transaction.timeout.ms": 900_000}))
+    plain = Producer({"bootstrap.servers": bs})
+    a = txn_producer(bs, tid())
+    b = txn_producer(bs, tid())
+    hdrs = [("h", b"1"), ("n", None)]
+
+    def put(p: Producer, part: int, step: int, i: int, **kw: Any) -> None:
+        kw.setdefault("key", f"k{part}-{step}-{i}".encode())
+        kw.setdefault("value", f"v{part}-{step}-{i}".encode())
+        p.produce(topic, partition=part, timestamp=layout.ts(step) + i, **kw)
+
+    # step 1: plain records
+    put(plain, 0, 1, 0, headers=hdrs)
+    put(plain, 1, 1, 0, key=None)
+    put(plain, 2, 1, 0, value=None)
+    plain.flush(10)
+    # step 2: committed, every partition
+    a.begin_transaction()
+    for part in range(3):
+        put(a, part, 2, 0, headers=[("x", b"y")])
+        put(a, part, 2, 1, key=None)
+    a.commit_transaction(10)
+    # step 3: aborted, p0 and p1
+    b.begin_transaction()
+    for part in (0, 1):
+        put(b, part, 3, 0)
+        put(b, part, 3, 1)
+    b.flush(10)
+    b.abort_transaction(10)
+    # step 4: a committed tombstone on p1
+    a.begin_transaction()
+    put(a, 1, 4, 0, value=None)
+    a.commit_transaction(10)
+    # step 5: aborted on p2; step 6: plain on p2
+    b.begin_transaction()
+    put(b, 2, 5, 0)
+    put(b, 2, 5, 1)
+    b.flush(10)
+    b.abort_transaction(10)
+    put(plain, 2, 6, 0)
+    plain.flush(10)
+    # step 7: committed on p0
+    a.begin_transaction()
+    for i in range(3):
+        put(a, 0, 7, i)
+    a.commit_transaction(10)
+    # step 8: left open on p2, then committed behind it on p2 (held back) and on p0
+    layout.open_producer.begin_transaction()
+    put(layout.open_producer, 2, 8, 0)
+    layout.open_producer.flush(10)
+    a.begin_transaction()
+    put(a, 2, 8, 1)
+    put(a, 0, 8, 1)
+    a.commit_transaction(10)
+    deadline = time.monotonic() + 60
+    while watermarks(bs, topic, 0, "read_committed")[1] != 13:
+        assert time.monotonic() < deadline, "p0's commit markers never appeared"
+        time.sleep(0.05)
+    ends = [watermarks(bs, topic, p, "read_uncommitted")[1] for p in range(3)]
+    lsos = [watermarks(bs, topic, p, "read_committed")[1] for p in range(3)]
+    assert ends == [13, 9, 11], ends
+    assert lsos == [13, 9, 8], lsos
+    return layout
+
+
+@pytest.fixture(scope="module")
+def rich(kafka: KafkaTarget) -> Iterator[Rich]:
+    bs = kafka.bootstrap_servers
+    layout = _rich(bs, kafka.create_topic(partitions=3, prefix="parity"))
+    yield layout
+    layout.open_producer.abort_transaction(10)
+
+
+# -- running a query through both ------------------------------------------------------------
+
+
+def _options(fmt: Format, bs: str, topic: str, options: dict[str, str | None]) -> dict[str, str]:
+    base: dict[str, str | None] = {"kafka.bootstrap.servers": bs, "subscribe": topic}
+    if fmt == "kafka":
+        # The built-in's default is read_uncommitted; ours is read_committed and is left
+        # to its default, so that the comparison also checks it.
+        base["kafka.isolation.level"] = "read_committed"
+    base.update(options)
+    return {k: v.replace(TOPIC, topic) for k, v in base.items() if v is not None}
+
+
+def read(spark: SparkSession, fmt: Format, bs: str, topic: str, **options: str | None) -> DataFrame:
+    return spark.read.format(fmt).options(**_options(fmt, bs, topic, options)).load()
+
+
+def assert_same(theirs: DataFrame, ours: DataFrame, *order: str) -> None:
+    cols = order or ORDER
+    assert_df_equality(theirs.orderBy(*cols), ours.orderBy(*cols))
+
+
+def stream(
+    spark: SparkSession,
+    fmt: Format,
+    bs: str,
+    topic: str,
+    out: Path,
+    trigger: dict[str, Any],
+    **options: str | None,
+) -> StreamingQuery:
+    """Start a stream of ``topic`` into a Parquet directory (one column ``batch_id`` more)."""
+    path = str(out / fmt)
+
+    def sink(df: DataFrame, batch_id: int) -> None:
+        from pyspark.sql.functions import lit
+
+        df.withColumn("batch_id", lit(batch_id)).write.mode("append").parquet(path)
+
+    reader = spark.readStream.format(fmt).options(**_options(fmt, bs, topic, options))
+    return (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(out / f"{fmt}-ckpt"))
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def batches(spark: SparkSession, out: Path, fmt: Format) -> DataFrame:
+    """The rows a stream wrote, ``batch_id`` renumbered 0, 1, ... over the batches that
+    had rows: whether a query runs an empty first batch (the built-in does when it starts
+    on an empty topic, ``kafka_txn`` not when ``minOffsetsPerTrigger`` holds it back) is
+    not compared, the rows of each batch with rows are."""
+    from pyspark.sql import Window
+    from pyspark.sql.functions import col, dense_rank
+
+    rows = spark.read.parquet(str(out / fmt))
+    order = Window.orderBy("batch_id")
+    return rows.withColumn("batch_id", (dense_rank().over(order) - 1).cast("long")).select(
+        *[c for c in rows.columns if c != "batch_id"], col("batch_id")
+    )
+
+
+def available_now_both(
+    spark: SparkSession, bs: str, topic: str, out: Path, **options: str | None
+) -> None:
+    """Run the same availableNow stream through both connectors and compare every
+    micro-batch (same batch ids, same rows in each)."""
+    for fmt in FORMATS:
+        query = stream(spark, fmt, bs, topic, out, {"availableNow": True}, **options)
+        assert query.awaitTermination(HANG_S), f"{fmt}: the availableNow query did not finish"
+        assert query.exception() is None, query.exception()
+    assert_same(batches(spark, out, "kafka"), batches(spark, out, "kafka_txn"), "batch_id", *ORDER)
+
+
+# -- batch reads ------------------------------------------------------------------------------
+
+#: Batch read options over :class:`Rich` (``TOPIC`` is its topic), by case name.
+BATCH_CASES: dict[str, dict[str, str | None]] = {
+    "subscribe": {},
+    "subscribe-headers": {"includeHeaders": "true"},
+    "assign": {"subscribe": None, "assign": '{"TOPIC":[0,2]}'},
+    "subscribePattern": {"subscribe": None, "subscribePattern": "TOPIC.*"},
+    "earliest-latest-explicit": {"startingOffsets": "earliest", "endingOffsets": "latest"},
+    "json-with-minus-two-and-minus-one": {
+        "startingOffsets": '{"TOPIC":{"0":-2,"1":2,"2":-2}}',
+        "endingOffsets": '{"TOPIC":{"0":9,"1":-1,"2":-1}}',
+    },
+    "ranges-holding-only-aborted-records-and-markers": {
+        "startingOffsets": '{"TOPIC":{"0":4,"1":4,"2":4}}',
+        "endingOffsets": '{"TOPIC":{"0":7,"1":7,"2":7}}',
+    },
+    "ranges-ending-on-a-marker": {"endingOffsets": '{"TOPIC":{"0":4,"1":4,"2":4}}'},
+    "starting-at-a-marker": {"startingOffsets": '{"TOPIC":{"0":3,"1":6,"2":6}}'},
+    "minPartitions": {"minPartitions": "7"},
+    "maxRecordsPerPartition": {"maxRecordsPerPartition": "2"},
+}
+
+
+@pytest.mark.parametrize("case", list(BATCH_CASES))
+def test_batch_read(
+    spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector, case: str
+) -> None:
+    options = BATCH_CASES[case]
+    bs = kafka.bootstrap_servers
+    theirs = read(spark, "kafka", bs, rich.topic, **options)
+    ours = read(spark, "kafka_txn", bs, rich.topic, **options)
+    assert_same(theirs, ours)
+    assert ours.count() > 0 or case.startswith("ranges-holding-only")
+
+
+def test_the_rich_topic_is_what_a_read_committed_consumer_sees(
+    spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector
+) -> None:
+    """The layout's visible records, spelled out: the comparisons above compare something."""
+    rows = read(spark, "kafka_txn", kafka.bootstrap_servers, rich.topic, includeHeaders="true")
+    got = sorted((r.partition, r.offset, r.key is None, r.value is None) for r in rows.collect())
+    assert got == [
+        (0, 0, False, False), (0, 1, False, False), (0, 2, True, False),
+        (0, 7, False, False), (0, 8, False, False), (0, 9, False, False),
+        (0, 11, False, False),
+        (1, 0, True, False), (1, 1, False, False), (1, 2, True, False),
+        (1, 7, False, True),
+        (2, 0, False, True), (2, 1, False, False), (2, 2, True, False),
+        (2, 7, False, False),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "options"),
+    [
+        ("global-start", {"startingTimestamp": "STEP4"}),
+        (
+            "per-partition-start",
+            {"startingOffsetsByTimestamp": '{"TOPIC":{"0":STEP3,"1":STEP4,"2":STEP2}}'},
+        ),
+        ("global-start-and-end", {"startingTimestamp": "STEP2", "endingTimestamp": "STEP7"}),
+        (
+            "per-partition-end",
+            {"endingOffsetsByTimestamp": '{"TOPIC":{"0":STEP7,"1":STEP4,"2":STEP6}}'},
+        ),
+        (
+            "future-start-latest-strategy",
+            {"startingTimestamp": "FUTURE", "startingOffsetsByTimestampStrategy": "latest"},
+        ),
+    ],
+)
+def test_batch_read_by_timestamp(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    rich: Rich,
+    builtin_kafka: Connector,
+    case: str,
+    options: dict[str, str],
+) -> None:
+    future = str(int(time.time() * 1000) + 3_600_000)
+
+    def fill(value: str) -> str:
+        for step in range(1, 9):
+            value = value.replace(f"STEP{step}", str(rich.ts(step)))
+        return value.replace("FUTURE", future)
+
+    filled: dict[str, str | None] = {k: fill(v) for k, v in options.items()}
+    bs = kafka.bootstrap_servers
+    theirs = read(spark, "kafka", bs, rich.topic, **filled)
+    ours = read(spark, "kafka_txn", bs, rich.topic, **filled)
+    assert_same(theirs, ours)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="kafka_txn rounds each range's share of minPartitions up (math.ceil); Spark's "
+    "KafkaOffsetRangeCalculator.getPartCount rounds it to the nearest (math.round): 9 tasks "
+    "instead of 7 here. A product fix (offsets.split_ranges) turns this into a pass.",
+)
+def test_min_partitions_makes_as_many_tasks(
+    spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector
+) -> None:
+    bs = kafka.bootstrap_servers
+    counts = {
+        fmt: read(spark, fmt, bs, rich.topic, minPartitions="7").rdd.getNumPartitions()
+        for fmt in FORMATS
+    }
+    assert counts["kafka"] == counts["kafka_txn"], counts
+
+
+def test_max_records_per_partition_in_a_batch_read(
+    spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector
+) -> None:
+    """A difference: the built-in honours ``maxRecordsPerPartition`` in streams only (a
+    batch read still makes one task per Kafka partition); ``kafka_txn`` splits batch reads
+    too, into tasks of at most that many offsets (the rows are the same:
+    ``test_batch_read[maxRecordsPerPartition]``)."""
+    bs = kafka.bootstrap_servers
+    theirs = read(spark, "kafka", bs, rich.topic, maxRecordsPerPartition="2")
+    ours = read(spark, "kafka_txn", bs, rich.topic, maxRecordsPerPartition="2")
+    assert theirs.rdd.getNumPartitions() == 3
+    # Offsets 13, 9 and 8 (up to the LSO) in pieces of at most 2.
+    assert ours.rdd.getNumPartitions() == 7 + 5 + 4
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"startingOffsets": "earliest"},
+        {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "4", "includeHeaders": "true"},
+        {"startingOffsets": '{"TOPIC":{"0":4,"1":-2,"2":6}}', "maxOffsetsPerTrigger": "5"},
+        {"subscribe": None, "assign": '{"TOPIC":[1,2]}', "startingOffsets": "earliest"},
+    ],
+    ids=["earliest", "maxOffsetsPerTrigger", "json-start", "assign"],
+)
+def test_available_now(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    rich: Rich,
+    builtin_kafka: Connector,
+    tmp_path: Path,
+    options: dict[str, str | None],
+) -> None:
+    available_now_both(spark, kafka.bootstrap_servers, rich.topic, tmp_path, **options)
+    n = batches(spark, tmp_path, "kafka_txn").select("batch_id").distinct().count()
+    if "maxOffsetsPerTrigger" in options:
+        assert n > 1, "the limit made no second micro-batch: nothing compared"
+
+
+def _commit(bs: str, topic: str, producer: Producer, rows: list[tuple[int, bytes]]) -> None:
+    producer.begin_transaction()
+    for partition, value in rows:
+        producer.produce(topic, partition=partition, key=value[:2], value=value)
+    producer.commit_transaction(10)
+
+
+def test_processing_time_batches_follow_the_commits(
+    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
+) -> None:
+    """Both queries run side by side on a processingTime trigger while transactions are
+    committed, aborted and left open; after each step both have processed everything, and
+    their micro-batches hold the same rows: each commit is one batch, an aborted
+    transaction none, and an open transaction holds back its partition (both end their
+    batches at the LSO) until it commits."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="parity-pt")
+    writer = txn_producer(bs, tid())
+    opener = txn_producer(bs, tid(), **{"transaction.timeout.ms": 600_000})
+    queries = [
+        stream(
+            spark, fmt, bs, topic, tmp_path, {"processingTime": "200 milliseconds"},
+            startingOffsets="earliest",
+        )
+        for fmt in FORMATS
+    ]  # fmt: skip
+    # Both queries have triggered once (on no data) before anything is written: a Python
+    # source's first trigger comes later than the built-in's.
+    deadline = time.monotonic() + HANG_S
+    while not all(q.recentProgress for q in queries):
+        assert time.monotonic() < deadline, "the queries never triggered"
+        time.sleep(0.1)
+
+    def settle() -> None:
+        if not open_now:
+            wait_lso_at_hwm(bs, topic, 2)
+        for q in queries:
+            q.processAllAvailable()
+
+    try:
+        open_now = False
+        _commit(bs, topic, writer, [(0, b"a-0"), (1, b"a-1"), (0, b"a-2")])
+        settle()
+        writer.begin_transaction()
+        writer.produce(topic, partition=1, value=b"aborted")
+        writer.flush(10)
+        writer.abort_transaction(10)
+        _commit(bs, topic, writer, [(1, b"b-0")])
+        settle()
+        opener.begin_transaction()
+        opener.produce(topic, partition=0, value=b"open-0")
+        opener.flush(10)
+        open_now = True
+        _commit(bs, topic, writer, [(0, b"c-0"), (1, b"c-1")])
+        deadline = time.monotonic() + 60
+        while watermarks(bs, topic, 1, "read_committed")[1] != 8:
+            assert time.monotonic() < deadline, "p1's commit marker never appeared"
+            time.sleep(0.05)
+        settle()
+        opener.commit_transaction(10)
+        open_now = False
+        settle()
+        for q in queries:
+            assert q.exception() is None, q.exception()
+    finally:
+        for q in queries:
+            q.stop()
+    theirs = batches(spark, tmp_path, "kafka")
+    ours = batches(spark, tmp_path, "kafka_txn")
+    assert_same(theirs, ours, "batch_id", *ORDER)
+    # p0's c-0 waited behind open-0 in both, and came in the batch of open-0's commit.
+    got = {bytes(r.value): r.batch_id for r in ours.collect() if bytes(r.value) in (b"c-0", b"c-1")}
+    opened = next(r.batch_id for r in ours.collect() if bytes(r.value) == b"open-0")
+    assert got[b"c-0"] == opened > got[b"c-1"], (got, opened)
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(
+    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
+) -> None:
+    """Enough new offsets run at the next trigger; too few wait until ``maxTriggerDelay``
+    has passed since the last batch: the same batches in both, the small one late in both."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1, prefix="parity-min")
+    writer = txn_producer(bs, tid())
+    delay_s = 6.0
+    options: dict[str, str | None] = {
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "5",
+        "maxTriggerDelay": f"{int(delay_s)}s",
+    }
+    queries = [
+        stream(spark, fmt, bs, topic, tmp_path, {"processingTime": "200 milliseconds"}, **options)
+        for fmt in FORMATS
+    ]
+
+    def wait_rows(rows: int) -> dict[int, float]:
+        """For each query, the seconds until it had read ``rows`` rows in all."""
+        since = time.monotonic()
+        seen: dict[int, float] = {}
+        while len(seen) < len(queries):
+            assert time.monotonic() < since + HANG_S, f"no batch reached {rows} rows"
+            for i, q in enumerate(queries):
+                assert q.exception() is None, q.exception()
+                if i not in seen and sum(p["numInputRows"] for p in q.recentProgress) >= rows:
+                    seen[i] = time.monotonic() - since
+            time.sleep(0.05)
+        return seen
+
+    try:
+        _commit(bs, topic, writer, [(0, f"big-{i}".encode()) for i in range(6)])  # 7 offsets
+        wait_rows(6)
+        _commit(bs, topic, writer, [(0, b"small-0"), (0, b"small-1")])  # 3 offsets < 5
+        late = wait_rows(8)
+        _commit(bs, topic, writer, [(0, f"big2-{i}".encode()) for i in range(5)])
+        soon = wait_rows(13)
+    finally:
+        for q in queries:
+            q.stop()
+    # The small batch waited for maxTriggerDelay after the batch before it (which both had
+    # run at most moments before the small transaction); the big ones did not wait.
+    assert all(s > delay_s - 1.5 for s in late.values()), late
+    assert all(s < delay_s - 1.5 for s in soon.values()), soon
+    assert_same(
+        batches(spark, tmp_path, "kafka"), batches(spark, tmp_path, "kafka_txn"), "batch_id", *ORDER
+    )
+
+
+def test_fail_on_data_loss_after_deleted_records(
+    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
+) -> None:
+    """Records a query has not read yet are deleted (the log start offset moves past its
+    position, as retention does): with ``failOnDataLoss=true`` both fail, with ``false``
+    both go on from the new log start with the same rows."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1, prefix="parity-loss")
+    writer = txn_producer(bs, tid())
+    _commit(bs, topic, writer, [(0, f"first-{i}".encode()) for i in range(3)])
+    wait_lso_at_hwm(bs, topic, 1)
+    outs = {flag: tmp_path / flag for flag in ("true", "false")}
+    for flag, out in outs.items():
+        available_now_both(spark, bs, topic, out, startingOffsets="earliest", failOnDataLoss=flag)
+    _commit(bs, topic, writer, [(0, f"second-{i}".encode()) for i in range(5)])  # offsets 4-8
+    wait_lso_at_hwm(bs, topic, 1)
+    admin = AdminClient({"bootstrap.servers": bs})
+    for fut in admin.delete_records([TopicPartition(topic, 0, 6)]).values():
+        fut.result(30)
+    assert watermarks(bs, topic, 0, "read_committed")[0] == 6
+    failures: dict[Format, str] = {}
+    for fmt in FORMATS:
+        query = stream(
+            spark, fmt, bs, topic, outs["true"], {"availableNow": True},
+            startingOffsets="earliest", failOnDataLoss="true",
+        )  # fmt: skip
+        try:
+            query.awaitTermination(HANG_S)
+        except Exception as exc:  # noqa: BLE001 - the failure is what is checked
+            failures[fmt] = str(exc)
+        else:
+            failures[fmt] = f"no failure: {query.exception()}"
+    assert "data" in failures["kafka"].lower() and "lost" in failures["kafka"].lower(), failures
+    assert "lost" in failures["kafka_txn"].lower() or "loss" in failures["kafka_txn"].lower(), (
+        failures
+    )
+    available_now_both(
+        spark, bs, topic, outs["false"], startingOffsets="earliest", failOnDataLoss="false"
+    )
+    values = sorted(bytes(r.value) for r in batches(spark, outs["false"], "kafka_txn").collect())
+    assert values == [b"first-0", b"first-1", b"first-2", b"second-2", b"second-3", b"second-4"]
+
+
+def test_compacted_topic(
+    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
+) -> None:
+    """A compacted topic with keys written over and over, tombstones and an aborted
+    transaction: the same rows, batch and availableNow (whether or not the broker has
+    compacted it yet: the embedded cluster never does)."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(
+        partitions=2,
+        prefix="parity-compact",
+        **{
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.001",
+            "delete.retention.ms": "100",
+        },
+    )
+    writer = txn_producer(bs, tid())
+    for rnd in range(4):
+        writer.begin_transaction()
+        for k in range(4):
+            value = None if (rnd == 2 and k % 2) else f"{k}@{rnd}".encode()
+            writer.produce(topic, partition=k % 2, key=f"key-{k}".encode(), value=value)
+        if rnd == 1:
+            writer.abort_transaction(10)
+        else:
+            writer.commit_transaction(10)
+    wait_lso_at_hwm(bs, topic, 2)
+    assert_same(read(spark, "kafka", bs, topic), read(spark, "kafka_txn", bs, topic))
+    available_now_both(
+        spark, bs, topic, tmp_path, startingOffsets="earliest", maxOffsetsPerTrigger="5"
+    )
+
+
+# -- where the two differ by design -----------------------------------------------------------
+
+
+def test_default_isolation(
+    spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector
+) -> None:
+    """Without ``kafka.isolation.level`` the built-in reads uncommitted (aborted and open
+    records, up to the high watermark) and ``kafka_txn`` committed; given
+    ``read_uncommitted``, ``kafka_txn`` reads what the built-in reads by default."""
+    bs = kafka.bootstrap_servers
+    opts = {"kafka.bootstrap.servers": bs, "subscribe": rich.topic}
+    builtin_default = spark.read.format("kafka").options(**opts).load()
+    ours_default = spark.read.format("kafka_txn").options(**opts).load()
+    assert builtin_default.count() == 23  # every record of the layout, markers aside
+    assert ours_default.count() == 15
+    uncommitted = {**opts, "kafka.isolation.level": "read_uncommitted"}
+    assert_same(builtin_default, spark.read.format("kafka_txn").options(**uncommitted).load())
+    assert_same(read(spark, "kafka", bs, rich.topic), ours_default)
+
+
+# -- bad options ------------------------------------------------------------------------------
+
+
+def _rejects(spark: SparkSession, fmt: Format, bs: str, topic: str, case: str, out: Path) -> str:
+    """The error of the case's query through ``fmt``, or ``""`` when it ran."""
+    bad = CASES[case]
+    try:
+        if bad.mode == "batch":
+            read(spark, fmt, bs, topic, **bad.options).collect()
+        else:
+            query = stream(spark, fmt, bs, topic, out, {"availableNow": True}, **bad.options)
+            query.awaitTermination(HANG_S)
+            if query.isActive:
+                query.stop()
+                return "still running"
+    except Exception as exc:  # noqa: BLE001 - any failure is a rejection
+        return str(exc).splitlines()[0] or type(exc).__name__
+    return ""
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_option(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    builtin_kafka: Connector,
+    tmp_path: Path,
+    case: str,
+) -> None:
+    """Each row of the table: the built-in and ``kafka_txn`` reject it as the table says
+    (``docs/migration.md`` shows the rows where they differ)."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1, prefix="parity-bad")
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, value=b"x", partition=0)
+    plain.flush(10)
+    got = {fmt: _rejects(spark, fmt, bs, topic, case, tmp_path / fmt) for fmt in FORMATS}
+    expected = CASES[case]
+    assert (bool(got["kafka"]), bool(got["kafka_txn"])) == (
+        expected.builtin_rejects,
+        expected.we_reject,
+    ), got

@@ -33,7 +33,7 @@ So the speculation test starts such a cluster and runs its job in a child proces
 (``tests/spark/speculation_job.py``); it runs the same way whatever ``KAFKA_TXN_SPARK``
 says. A driver that holds the *fenced* attempt's handle (commit fails loudly, the replay
 is exactly once) cannot be arranged deterministically through Spark; the writer's task
-and commit functions are driven directly for it in ``tests/client/test_writer_zombie.py``.
+and commit functions are driven directly for it in ``tests/writer/test_zombie.py``.
 The killed Python worker runs on the shared session (``local[2,2]`` retries a failed task
 once; ``local-cluster`` and Spark Connect as configured in ``conftest.py``).
 """

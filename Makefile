@@ -39,7 +39,7 @@ lint: $(STAMP)
 
 # The Apache Kafka leg: every test of these directories that talks to the session's
 # cluster, against a single-node Apache Kafka ($(APACHE_KAFKA_TESTS)).
-APACHE_KAFKA_TESTS := tests/spark tests/client tests/broker tests/reader
+APACHE_KAFKA_TESTS := tests/spark tests/writer tests/client tests/broker tests/reader
 
 test: lint kcat maven
 	$(PY) -m pytest
@@ -61,7 +61,7 @@ compat: $(STAMP) kcat maven
 	  v=$${cell%%:*}; rest=$${cell#*:}; n=$${rest%%:*}; tv=$${rest#*:}; [ "$$tv" = - ] && tv=; \
 	  echo "== Apache Kafka $$v, $$n node(s), transaction.version $${tv:-default}"; \
 	  KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
-	    KAFKA_TXN_APACHE_TV=$$tv $(PY) -m pytest -q tests/spark tests/client; \
+	    KAFKA_TXN_APACHE_TV=$$tv $(PY) -m pytest -q tests/spark tests/writer tests/client; \
 	done
 
 # The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver

@@ -240,7 +240,8 @@ def split_ranges(
     total = sum(r.size for r in ranges)
 
     def part_count(size: int, whole: int, parts: int) -> int:
-        return max(math.ceil(size / whole * parts), 1)
+        # Spark's KafkaOffsetRangeCalculator.getPartCount: Scala's math.round, half up.
+        return max(math.floor(size / whole * parts + 0.5), 1)
 
     unsplit = [r for r in ranges if part_count(r.size, total, min_partitions) == 1]
     unsplit_size = sum(r.size for r in unsplit)

@@ -321,16 +321,12 @@ def test_batch_read_by_timestamp(
     assert_same(theirs, ours)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kafka_txn rounds each range's share of minPartitions up (math.ceil); Spark's "
-    "KafkaOffsetRangeCalculator.getPartCount rounds it to the nearest (math.round): 9 tasks "
-    "instead of 7 here. A product fix (offsets.split_ranges) turns this into a pass.",
-)
 def test_min_partitions_makes_as_many_tasks(
     spark: SparkSession, kafka: KafkaTarget, rich: Rich, builtin_kafka: Connector
 ) -> None:
     bs = kafka.bootstrap_servers
+    # Each range's share of minPartitions is rounded half up, as Spark's
+    # KafkaOffsetRangeCalculator.getPartCount does (with ceil: 9 tasks against Spark's 7).
     counts = {
         fmt: read(spark, fmt, bs, rich.topic, minPartitions="7").rdd.getNumPartitions()
         for fmt in FORMATS

@@ -1,11 +1,12 @@
 """Generate the Jupyter notebooks (``.ipynb``) from the Databricks source notebooks (``.py``).
 
 The Databricks ``.py`` files are the one source of truth; the ``.ipynb`` files are derived
-from them and committed without outputs, and a test checks that they match what this
+from them and committed with the outputs of a real run (on the embedded cluster, so that
+readers see what the notebook shows), and a test checks that their cells match what this
 script generates. After editing a ``.py`` notebook run::
 
-    python notebooks/build.py          # rewrite the .ipynb files
-    python notebooks/build.py --check  # exit 1 if one of them is out of date
+    python notebooks/build.py --execute  # rewrite the .ipynb files and run them
+    python notebooks/build.py --check    # exit 1 if one of them is out of date
 
 The conversion, cell by cell (cells are separated by ``# COMMAND ----------``):
 
@@ -88,13 +89,36 @@ def notebook(path: Path) -> NotebookNode:
 
 
 def render(path: Path) -> str:
-    """The text of the ``.ipynb`` file for the Databricks source notebook at ``path``."""
+    """The text of the ``.ipynb`` file for the Databricks source notebook at ``path``
+    (without outputs)."""
     return nbformat.writes(notebook(path)) + "\n"
+
+
+def cells_of(text: str) -> list[tuple[str, str]]:
+    """Each cell's type and source: what must match, whatever the outputs."""
+    return [(c.cell_type, c.source) for c in nbformat.reads(text, as_version=4).cells]
+
+
+def execute(text: str, timeout_s: int = 600) -> str:
+    """The notebook ``text`` after a run in a fresh kernel (cells that fail stop it)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.reads(text, as_version=4)
+    NotebookClient(
+        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}
+    ).execute()
+    for cell in nb.cells:  # Spark's start-up log lines are not what the reader came for
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if o.get("name") != "stderr"]
+    return nbformat.writes(nb) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check, write nothing")
+    parser.add_argument(
+        "--execute", action="store_true", help="run each notebook and keep its outputs"
+    )
     args = parser.parse_args(argv)
     stale = []
     for name in SOURCES:
@@ -102,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         target = source.with_suffix(".ipynb")
         text = render(source)
         current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == text:
+        if current is not None and cells_of(current) == cells_of(text) and not args.execute:
             continue
         if args.check:
             stale.append(target.name)
         else:
-            target.write_text(text, encoding="utf-8")
+            target.write_text(execute(text) if args.execute else text, encoding="utf-8")
             print(f"wrote {target.relative_to(HERE.parent)}")
     if stale:
         print(f"out of date (run python notebooks/build.py): {', '.join(stale)}")

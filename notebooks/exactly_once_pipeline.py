@@ -18,22 +18,27 @@
 # MAGIC * **Locally** (a plain `python exactly_once_pipeline.py`, or the `.ipynb` in Jupyter):
 # MAGIC   with an empty `bootstrap_servers` it starts an embedded Kafka-compatible cluster in
 # MAGIC   this process and a `local[2]` SparkSession.
-# MAGIC * **Databricks**: Python data sources need Databricks Runtime 15.4 LTS or above
-# MAGIC   (streaming Python data sources from 15.3). The package itself needs the Python
-# MAGIC   streaming data source API of Spark 4.2 (read limits, `Trigger.AvailableNow`); check
-# MAGIC   `spark.version` on your runtime. Serverless compute accepts only
-# MAGIC   `trigger(availableNow=True)` for streaming queries; this notebook uses nothing else,
-# MAGIC   so it runs there too. The embedded cluster only works on a single-node cluster (it
-# MAGIC   listens on the driver's loopback address): point `bootstrap_servers` at your Kafka,
-# MAGIC   and `checkpoint_dir` at a volume.
-# MAGIC * **Installing**: the package must be installed where the Python code of Spark runs:
-# MAGIC   `%pip install` (next cell) or a cluster library. With Spark Connect the data source
-# MAGIC   runs on the server, so the package must be installed on the server side too, not
-# MAGIC   only in the client.
+# MAGIC * **Databricks**: the package runs on the Python data source API of PySpark 4.0 and
+# MAGIC   later, by feature detection (see the Compatibility page: what differs per version).
+# MAGIC   Serverless compute accepts only `trigger(availableNow=True)` for streaming queries;
+# MAGIC   this notebook uses nothing else. The embedded cluster lives on the driver (it
+# MAGIC   listens on its loopback address): only a single-node cluster reaches it, so on any
+# MAGIC   other cluster set `bootstrap_servers` to your Kafka (the notebook stops at once
+# MAGIC   otherwise).
+# MAGIC * **Installing**: the package must be installed where the Python code of Spark runs.
+# MAGIC   On Databricks: put the wheel on a Unity Catalog volume, set its path in the next
+# MAGIC   cell, run it and the one after (`restartPython`), or install the wheel as a cluster
+# MAGIC   library or serverless environment dependency and skip both (see the Install page).
+# MAGIC   With Spark Connect the data source runs on the server: install it there too.
 
 # COMMAND ----------
 
-# MAGIC %pip install pyspark-kafka-txn
+# MAGIC %pip install /Volumes/main/default/wheels/pyspark_kafka_txn-0.1.0.dev0-py3-none-any.whl
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # Databricks, after %pip: load the package just installed
+    dbutils.library.restartPython()  # noqa: F821 - a Databricks notebook global
 
 # COMMAND ----------
 
@@ -50,7 +55,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from pyspark_kafka_txn import KafkaTxnDataSource
+from pyspark_kafka_txn import register
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 
 # COMMAND ----------
@@ -113,10 +118,22 @@ if OWN_SPARK:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-spark.dataSource.register(KafkaTxnDataSource)
+register(spark)  # idempotent; needed after %pip into a running cluster
 
 embedded = None
 if not BOOTSTRAP_SERVERS:
+    # The embedded cluster listens on this driver's loopback address: only tasks running on
+    # this machine (a local master: a laptop, a single-node cluster) can reach it.
+    try:
+        MASTER = spark.conf.get("spark.master")
+    except Exception:  # noqa: BLE001 - e.g. serverless compute hides it
+        MASTER = "(unknown)"
+    if not MASTER.startswith("local"):
+        raise RuntimeError(
+            f"No bootstrap_servers given, and this Spark is not local (master {MASTER}): "
+            "the embedded Kafka cluster would run on the driver, where the executors cannot "
+            "reach it, and every task would time out. Set bootstrap_servers to your Kafka."
+        )
     embedded = EmbeddedKafka().start()
     BOOTSTRAP_SERVERS = embedded.bootstrap_servers
 

@@ -77,12 +77,15 @@ def test_ipynb_files_are_generated_from_the_databricks_sources() -> None:
     for name in SUMMARY:
         source = NOTEBOOKS / f"{name}.py"
         committed = (NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8")
-        assert committed == build.render(source), (
-            f"notebooks/{name}.ipynb is out of date: run python notebooks/build.py"
+        assert build.cells_of(committed) == build.cells_of(build.render(source)), (
+            f"notebooks/{name}.ipynb is out of date: run python notebooks/build.py --execute"
         )
         nb = nbformat.reads(committed, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert all(not c.outputs and c.execution_count is None for c in code)
+        # Kept from a real run, for readers: every cell ran, and the summary is there.
+        assert all(c.execution_count is not None for c in code), f"{name}: not run"
+        printed = "".join(o.get("text", "") for c in code for o in c.outputs)
+        _check_summary(name, printed)
         # Same cells in both forms; the Jupyter form has no widgets.
         assert len(nb.cells) == len(build.split_cells(source.read_text(encoding="utf-8")))
         assert not any("dbutils.widgets" in c.source for c in nb.cells)
@@ -94,7 +97,8 @@ def test_databricks_sources_have_the_databricks_shape() -> None:
         assert text.startswith("# Databricks notebook source\n")
         assert "\n# COMMAND ----------\n" in text
         assert "\n# MAGIC %md\n" in text
-        assert "\n# MAGIC %pip install pyspark-kafka-txn\n" in text
+        assert "\n# MAGIC %pip install /Volumes/" in text  # the wheel, as docs/install.md says
+        assert "dbutils.library.restartPython()" in text and "register(spark)" in text
         assert "dbutils.widgets.text(" in text and "dbutils.secrets.get(" in text
         assert "trigger(availableNow=True)" in text
         assert "processingTime" not in text  # serverless compute accepts availableNow only
@@ -151,3 +155,38 @@ def test_ipynb_runs_in_a_jupyter_kernel(name: str, tmp_path: Path) -> None:
         if out.output_type == "stream" and out.name == "stdout"
     )
     _check_summary(name, output)
+
+
+class _RemoteSpark:
+    """What the notebooks ask of a session on a multi-node cluster: its master is remote.
+
+    A stand-in for Spark only (Kafka is never reached): the guard must stop the notebook
+    before anything starts.
+    """
+
+    class _Conf:
+        def get(self, key: str) -> str:
+            assert key == "spark.master"
+            return "spark://10.0.0.1:7077"
+
+    class _DataSources:
+        def register(self, source: type) -> None:
+            assert source.__name__ == "KafkaTxnDataSource"
+
+    conf = _Conf()
+    dataSource = _DataSources()  # noqa: N815 - SparkSession's attribute name
+
+
+@pytest.mark.parametrize("name", sorted(SUMMARY))
+def test_without_bootstrap_servers_on_a_cluster_the_notebook_stops_at_once(name: str) -> None:
+    """No bootstrap servers and a non-local master: the embedded cluster would live on the
+    driver, out of the executors' reach; the notebook says so instead of starting it."""
+    import runpy
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(RuntimeError, match="this Spark is not local") as stopped:
+        runpy.run_path(str(NOTEBOOKS / f"{name}.py"), init_globals={"spark": _RemoteSpark()})
+    assert "Set bootstrap_servers to your Kafka" in str(stopped.value)
+    started = {t.name for t in threading.enumerate()} - before
+    assert not [t for t in started if "kafka" in t.lower()], started  # no broker started

@@ -230,9 +230,8 @@ class TransactionalProducer:
             # Kafka's own producer uses version 2 only where the cluster finalized it; a
             # broker without it refuses the implicit partition adds (3.x: Produce < v12).
             raise ConfigError(
-                f"transaction.version {self.transaction_version} was asked for, but the "
-                f"cluster's finalized transaction.version is {finalized}: use 0 to follow "
-                "the cluster, or 1",
+                f"must not be {self.transaction_version} on this cluster: its finalized "
+                f"transaction.version is {finalized} (use 0 to follow the cluster, or 1)",
                 option="transaction.version",
             )
 

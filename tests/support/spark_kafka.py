@@ -3,11 +3,9 @@ benchmarks only: the product never loads it.
 
 The jars of ``org.apache.spark:spark-sql-kafka-0-10_2.13`` and of its runtime dependencies
 (the token provider, ``kafka-clients``, ``commons-pool2``) are resolved by
-``mvn dependency:copy-dependencies`` from a small generated POM into
-``<cache>/spark-kafka/<version>/lib``, with the cache of :mod:`tests.support.apache_kafka.jars`
-(outside the repository; ``mvn`` is installed from Debian's packages when missing). A release
-is complete once its ``lib/.complete`` stamp exists; concurrent fetches are serialised by a
-file lock. :func:`session_jars` gives the comma-separated list for ``spark.jars``, without
+:func:`tests.support.maven.copy_dependencies` into ``<cache>/spark-kafka/<version>/lib``
+(outside the repository; the cache, ``mvn`` and the locking are described there).
+:func:`session_jars` gives the comma-separated list for ``spark.jars``, without
 the jars that Spark itself already ships (``zstd-jni``, ``lz4-java``, ``snappy-java``,
 ``slf4j-api``: two copies of a class on one class path would make the run depend on their
 order).
@@ -38,8 +36,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -47,9 +43,9 @@ from pathlib import Path
 
 import pyspark
 
-from tests.support.apache_kafka.jars import _locked, cache_root, ensure_maven
+from tests.support.maven import MavenFetchError, cache_root, copy_dependencies, pom
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 GROUP = "org.apache.spark"
 ARTIFACT = "spark-sql-kafka-0-10_2.13"
@@ -62,7 +58,7 @@ FALLBACK_VERSION = "4.2.0"
 _UNAVAILABLE_FOR_S = 24 * 3600
 
 
-class ConnectorFetchError(RuntimeError):
+class ConnectorFetchError(MavenFetchError):
     """The built-in Kafka connector's jars could not be fetched."""
 
 
@@ -102,22 +98,6 @@ class Connector:
         return ",".join(str(j) for j in self.jars)
 
 
-def _pom(version: str) -> str:
-    return (
-        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
-        "  <modelVersion>4.0.0</modelVersion>\n"
-        "  <groupId>local.pyspark-kafka-txn</groupId>\n"
-        f"  <artifactId>spark-kafka-{version}</artifactId>\n"
-        "  <version>1</version>\n"
-        "  <packaging>pom</packaging>\n"
-        "  <dependencies>\n"
-        f"    <dependency><groupId>{GROUP}</groupId><artifactId>{ARTIFACT}</artifactId>"
-        f"<version>{version}</version></dependency>\n"
-        "  </dependencies>\n"
-        "</project>\n"
-    )
-
-
 def connector_lib(version: str) -> Path:
     """The directory holding the jars of connector ``version``, fetched on first use.
 
@@ -127,49 +107,28 @@ def connector_lib(version: str) -> Path:
         Maven could not resolve it (recorded for a day, see the module docstring).
     """
     home = cache_root() / "spark-kafka" / version
-    lib = home / "lib"
-    stamp = lib / ".complete"
     unavailable = home / ".unavailable"
-    if stamp.exists():
-        return lib
-    with _locked(home / ".lock"):
-        if stamp.exists():
-            return lib
-        if unavailable.exists() and time.time() - unavailable.stat().st_mtime < _UNAVAILABLE_FOR_S:
-            raise ConnectorFetchError(
-                f"{ARTIFACT} {version} did not resolve (remembered in {unavailable}):\n"
-                + unavailable.read_text()
-            )
-        mvn = ensure_maven()
-        log.info("fetching %s:%s:%s from Maven Central into %s", GROUP, ARTIFACT, version, lib)
-        with tempfile.TemporaryDirectory(dir=home) as tmp:
-            pom = Path(tmp) / "pom.xml"
-            pom.write_text(_pom(version))
-            staged = Path(tmp) / "lib"
-            done = subprocess.run(
-                [
-                    mvn,
-                    "-B",
-                    "-q",
-                    "-U",  # a failure Maven cached must not outlive our own day
-                    "-f",
-                    str(pom),
-                    "dependency:copy-dependencies",
-                    f"-DoutputDirectory={staged}",
-                    "-DincludeScope=runtime",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0 or not any(staged.glob(f"{ARTIFACT}-*.jar")):
-                unavailable.write_text(done.stdout[-4000:] + done.stderr[-4000:])
-                raise ConnectorFetchError(
-                    f"Maven could not fetch {ARTIFACT} {version}:\n{done.stdout}{done.stderr}"
-                )
-            staged.rename(lib)
-        stamp.write_text(version + "\n")
-        unavailable.unlink(missing_ok=True)
+    recent = unavailable.exists() and (
+        time.time() - unavailable.stat().st_mtime < _UNAVAILABLE_FOR_S
+    )
+    if recent and not (home / "lib" / ".complete").exists():
+        raise ConnectorFetchError(
+            f"{ARTIFACT} {version} did not resolve (remembered in {unavailable}):\n"
+            + unavailable.read_text()
+        )
+    try:
+        lib = copy_dependencies(
+            home,
+            pom(f"spark-kafka-{version}", [(GROUP, ARTIFACT, version)]),
+            what=f"{GROUP}:{ARTIFACT}:{version}",
+            expect=f"{ARTIFACT}-*.jar",
+            error=ConnectorFetchError,
+            refresh=True,  # a failure Maven cached must not outlive our own day
+        )
+    except ConnectorFetchError as exc:
+        unavailable.write_text(str(exc)[-8000:])
+        raise
+    unavailable.unlink(missing_ok=True)
     return lib
 
 
@@ -211,7 +170,7 @@ def connector() -> Connector:
             lib = connector_lib(spark_version)
             version = spark_version
         except ConnectorFetchError as exc:
-            log.warning(
+            logger.warning(
                 "%s %s is not on Maven Central (%s); using %s",
                 ARTIFACT,
                 spark_version,
@@ -230,6 +189,6 @@ def connector() -> Connector:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
     found = connector()
-    log.info("%s", found.note)
+    logger.info("%s", found.note)
     for jar in found.jars:
-        log.info("  %s", jar)
+        logger.info("  %s", jar)

@@ -18,14 +18,15 @@ Each write is ``txnAppId`` = ``app``, ``txnVersion`` = ``batch_id``: the pattern
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
+
+from tests.support.spark import child_session
 
 
 def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
@@ -57,15 +58,7 @@ def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
 
 def main(argv: list[str]) -> int:
     config = json.loads(argv[0])
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka_txn-idempotent-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = child_session("kafka_txn-idempotent-job")
     reader = (
         spark.readStream.format("kafka_txn")
         .option("kafka.bootstrap.servers", config["bootstrap"])

@@ -7,23 +7,14 @@ restart with another number distributes the rows differently, then runs availabl
 
 from __future__ import annotations
 
-import os
 import sys
 
-from pyspark.sql import SparkSession
+from tests.support.spark import child_session
 
 
 def main(argv: list[str]) -> int:
     bootstrap, source, sink, checkpoint, prefix, partitions = argv
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka_txn-writer-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = child_session("kafka_txn-writer-job")
     query = (
         spark.readStream.format("kafka_txn")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import email.parser
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 import zipfile
@@ -26,40 +24,18 @@ from pathlib import Path
 import pytest
 
 import pyspark_kafka_txn
+from tests.support.wheel import copy_build_inputs, run
 
-ROOT = Path(__file__).resolve().parents[2]
 #: What ``python -m build`` reads from the repository.
-BUILD_INPUTS = ("pyproject.toml", "setup.cfg", "README.md", "LICENSE", "src")
 SMOKE = Path(__file__).with_name("wheel_smoke.py")
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_spark]
 
 
-def run(
-    *args: str | Path,
-    timeout: float = 600,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> str:
-    """Run a command; on failure show its output (the assertion message)."""
-    done = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
-    )
-    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    out: str = done.stdout
-    return out
-
-
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     source = tmp_path_factory.mktemp("source")
-    for name in BUILD_INPUTS:
-        path = ROOT / name
-        if path.is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-            shutil.copytree(path, source / name, ignore=ignore)
-        else:
-            shutil.copy2(path, source / name)
+    copy_build_inputs(source)
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--outdir", out, source)
     yield out

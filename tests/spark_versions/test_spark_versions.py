@@ -47,25 +47,15 @@ from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
+from tests.support.wheel import copy_build_inputs, run
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("smoke_job.py")
 #: What ``pip wheel`` reads from the repository.
-BUILD_INPUTS = ("pyproject.toml", "setup.cfg", "README.md", "LICENSE", "src")
 #: The release lines to test (``make spark-versions`` sets it; unset: none are collected).
 VERSIONS = os.environ.get("KAFKA_TXN_SPARK_VERSIONS", "").split()
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_spark, pytest.mark.timeout(900)]
-
-
-def run(*args: str | Path, timeout: float = 600, **kwargs: Any) -> str:
-    """Run a command; on failure show its output (the assertion message)."""
-    done = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, **kwargs
-    )
-    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    out: str = done.stdout
-    return out
 
 
 def report(line: str) -> None:
@@ -78,13 +68,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package's wheel, built once from a copy of the build's inputs."""
     start = time.monotonic()
     source = tmp_path_factory.mktemp("source")
-    for name in BUILD_INPUTS:
-        path = ROOT / name
-        if path.is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-            shutil.copytree(path, source / name, ignore=ignore)
-        else:
-            shutil.copy2(path, source / name)
+    copy_build_inputs(source)
     out = tmp_path_factory.mktemp("wheel")
     pip = (sys.executable, "-m", "pip", "--disable-pip-version-check")
     run(*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", out, source)

@@ -49,7 +49,6 @@ from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 from tests.support.wheel import copy_build_inputs, run
 
-ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("smoke_job.py")
 #: What ``pip wheel`` reads from the repository.
 #: The release lines to test (``make spark-versions`` sets it; unset: none are collected).

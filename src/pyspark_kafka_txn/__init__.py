@@ -43,6 +43,11 @@ def register(spark: SparkSession) -> bool:
     ``dbutils.library.restartPython()``), or from a Spark Connect client (the source itself
     must still be installed on the server).
 
+    Call it also at the start of every Python thread other than the main one that writes
+    with ``kafka_txn`` (a thread pool's worker): each call makes ``spark`` the active
+    session of the calling thread in Spark's JVM, without which Spark cannot find the
+    source for a write from that thread (``DATA_SOURCE_NOT_FOUND``).
+
     Parameters
     ----------
     spark : SparkSession
@@ -62,6 +67,7 @@ def register(spark: SparkSession) -> bool:
     pyspark.errors.AnalysisException
         Any other refusal by Spark.
     """
+    _activate(spark)
     if spark in _registered:
         return False
     from pyspark.errors import AnalysisException
@@ -79,6 +85,25 @@ def register(spark: SparkSession) -> bool:
     logger.debug("registered the kafka_txn data source")
     _registered.add(spark)
     return True
+
+
+def _activate(spark: SparkSession) -> None:
+    """Make ``spark`` the JVM's active session of the calling thread (classic Spark only).
+
+    Spark looks a Python data source's name up in the *active* session of the JVM thread
+    that runs the call, before any code of this package runs; PySpark gives each Python
+    thread a JVM thread of its own, whose active session is unset until something in that
+    thread sets it (``spark.createDataFrame`` does; ``SparkSession.builder.getOrCreate()``
+    does not). A ``df.write`` or ``df.writeStream`` of ``kafka_txn`` from such a thread then
+    fails with ``DATA_SOURCE_NOT_FOUND``. A Spark Connect session has no JVM here: the
+    server sets the session for every request.
+    """
+    jsession = getattr(spark, "_jsparkSession", None)
+    jvm = getattr(spark, "_jvm", None)
+    if jsession is None or jvm is None:
+        return
+    jvm.SparkSession.setActiveSession(jsession)
+    logger.debug("made the session active in this thread's JVM counterpart")
 
 
 def __getattr__(name: str) -> Any:

@@ -99,7 +99,19 @@ class KafkaTxnDataSource(DataSource):
 
         Options are validated and the input columns checked here; then the cluster is asked
         (network I/O: see :meth:`~pyspark_kafka_txn.writer.sink.KafkaBatchWriter.start`).
+
+        Raises
+        ------
+        ConfigError
+            For ``mode("overwrite")``: a Kafka topic cannot be overwritten, and the built-in
+            ``format("kafka")`` refuses that mode too (``mode("append")`` is the one mode
+            Spark lets a Python data source take that fits a Kafka topic).
         """
+        if overwrite:
+            raise ConfigError(
+                'Save mode Overwrite is not allowed for kafka_txn (format("kafka") refuses it '
+                'too): records are only ever appended to a Kafka topic; use mode("append")'
+            )
         from pyspark_kafka_txn.writer.sink import KafkaBatchWriter
 
         return KafkaBatchWriter.start(parse_writer_options(self.options), schema)

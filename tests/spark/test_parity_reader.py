@@ -89,17 +89,28 @@ def _rich(bs: str, topic: str) -> Rich:
         kw.setdefault("value", f"v{part}-{step}-{i}".encode())
         p.produce(topic, partition=part, timestamp=layout.ts(step) + i, **kw)
 
+    def settled(ends: dict[int, int]) -> None:
+        """Wait until each partition's log ends at ``ends`` (its markers written): Apache
+        Kafka writes them after EndTxn answers, and the next producer's records would
+        otherwise take their offsets."""
+        deadline = time.monotonic() + 60
+        while any(watermarks(bs, topic, p, "read_uncommitted")[1] != e for p, e in ends.items()):
+            assert time.monotonic() < deadline, f"{topic} never ended at {ends}"
+            time.sleep(0.05)
+
     # step 1: plain records
     put(plain, 0, 1, 0, headers=hdrs)
     put(plain, 1, 1, 0, key=None)
     put(plain, 2, 1, 0, value=None)
     plain.flush(10)
+    settled({0: 1, 1: 1, 2: 1})
     # step 2: committed, every partition
     a.begin_transaction()
     for part in range(3):
         put(a, part, 2, 0, headers=[("x", b"y")])
         put(a, part, 2, 1, key=None)
     a.commit_transaction(10)
+    settled({0: 4, 1: 4, 2: 4})
     # step 3: aborted, p0 and p1
     b.begin_transaction()
     for part in (0, 1):
@@ -107,16 +118,19 @@ def _rich(bs: str, topic: str) -> Rich:
         put(b, part, 3, 1)
     b.flush(10)
     b.abort_transaction(10)
+    settled({0: 7, 1: 7})
     # step 4: a committed tombstone on p1
     a.begin_transaction()
     put(a, 1, 4, 0, value=None)
     a.commit_transaction(10)
+    settled({1: 9})
     # step 5: aborted on p2; step 6: plain on p2
     b.begin_transaction()
     put(b, 2, 5, 0)
     put(b, 2, 5, 1)
     b.flush(10)
     b.abort_transaction(10)
+    settled({2: 7})
     put(plain, 2, 6, 0)
     plain.flush(10)
     # step 7: committed on p0
@@ -124,6 +138,7 @@ def _rich(bs: str, topic: str) -> Rich:
     for i in range(3):
         put(a, 0, 7, i)
     a.commit_transaction(10)
+    settled({0: 11, 2: 8})
     # step 8: left open on p2, then committed behind it on p2 (held back) and on p0
     layout.open_producer.begin_transaction()
     put(layout.open_producer, 2, 8, 0)

@@ -20,7 +20,7 @@ from kio.schema.list_offsets.v7 import request as list_offsets_v7
 
 from tests.broker.java_client import JavaClient
 from tests.support.clients import txn_producer
-from tests.support.hang import HANG_S
+from tests.support.hang import wait_until
 from tests.support.protocol import raw_request
 from tests.support.target import KafkaTarget
 
@@ -115,10 +115,7 @@ def test_max_timestamp_beyond_the_lso_is_not_answered_to_read_committed(
     # The ABORT marker (offset 3) is a record too, stamped with the broker's clock when it
     # is written: far later than BASE_MS, it now has the largest timestamp, below the LSO
     # once written (Kafka writes markers after EndTxn's answer: wait for the LSO).
-    deadline = time.monotonic() + HANG_S
-    while _raw_max(bs, topic, 1, timestamp=-1)[0] != 4:
-        assert time.monotonic() < deadline, "the ABORT marker was never written"
-        time.sleep(0.05)
+    wait_until("the ABORT marker", lambda: _raw_max(bs, topic, 1, timestamp=-1)[0] == 4)
     offset, marker_ms = _raw_max(bs, topic, 1)
     assert offset == 3
     assert before_ms <= marker_ms <= time.time() * 1000

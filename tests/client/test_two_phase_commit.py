@@ -5,7 +5,6 @@ dedicated embedded clusters: 2PC on, v6 advertised with 2PC off, and the session
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -30,7 +29,7 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.clients import watermarks
 from tests.support.clusters import CheckedKafka
-from tests.support.hang import HANG_S
+from tests.support.hang import wait_until
 from tests.support.lso import lso
 from tests.support.readback import prepare_in_subprocess, read_records, wait_for_values
 from tests.support.target import KafkaTarget
@@ -111,10 +110,10 @@ def test_prepared_2pc_transaction_waits_for_another_process(two_pc: EmbeddedKafk
     # keep 0-9, drop 10-19, normal 20: the broker's timeout sweep aborts the normal one
     # (its marker at 21), which started after the 2PC ones with the same 1 s timeout; the
     # 2PC ones stay open: the LSO stays at keep's first record (librdkafka's view).
-    deadline = time.monotonic() + HANG_S
-    while watermarks(bs, topic, 0, "read_uncommitted")[1] < 22:
-        assert time.monotonic() < deadline, "the broker never aborted the normal transaction"
-        time.sleep(0.05)
+    wait_until(
+        "the broker's abort of the normal transaction",
+        lambda: watermarks(bs, topic, 0, "read_uncommitted")[1] >= 22,
+    )
     assert watermarks(bs, topic, 0, "read_uncommitted")[1] == 22
     assert lso(bs, topic, 0) == 0
     # Timed out and aborted: TV1 fences the old epoch; TV2 takes the EndTxn with the

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tests.support.clients import txn_producer, watermarks
+from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.parity_bad_options import CASES, TOPIC
 from tests.support.spark_kafka import Connector, connector
@@ -93,10 +94,12 @@ def _rich(bs: str, topic: str) -> Rich:
         """Wait until each partition's log ends at ``ends`` (its markers written): Apache
         Kafka writes them after EndTxn answers, and the next producer's records would
         otherwise take their offsets."""
-        deadline = time.monotonic() + 60
-        while any(watermarks(bs, topic, p, "read_uncommitted")[1] != e for p, e in ends.items()):
-            assert time.monotonic() < deadline, f"{topic} never ended at {ends}"
-            time.sleep(0.05)
+        wait_until(
+            f"{topic} ending at {ends}",
+            lambda: all(
+                watermarks(bs, topic, p, "read_uncommitted")[1] == e for p, e in ends.items()
+            ),
+        )
 
     # step 1: plain records
     put(plain, 0, 1, 0, headers=hdrs)
@@ -147,10 +150,7 @@ def _rich(bs: str, topic: str) -> Rich:
     put(a, 2, 8, 1)
     put(a, 0, 8, 1)
     a.commit_transaction(10)
-    deadline = time.monotonic() + 60
-    while watermarks(bs, topic, 0, "read_committed")[1] != 13:
-        assert time.monotonic() < deadline, "p0's commit markers never appeared"
-        time.sleep(0.05)
+    wait_until("p0's commit markers", lambda: watermarks(bs, topic, 0, "read_committed")[1] == 13)
     ends = [watermarks(bs, topic, p, "read_uncommitted")[1] for p in range(3)]
     lsos = [watermarks(bs, topic, p, "read_committed")[1] for p in range(3)]
     assert ends == [13, 9, 11], ends
@@ -419,10 +419,7 @@ def test_processing_time_batches_follow_the_commits(
     ]  # fmt: skip
     # Both queries have triggered once (on no data) before anything is written: a Python
     # source's first trigger comes later than the built-in's.
-    deadline = time.monotonic() + HANG_S
-    while not all(q.recentProgress for q in queries):
-        assert time.monotonic() < deadline, "the queries never triggered"
-        time.sleep(0.1)
+    wait_until("both queries' first trigger", lambda: all(q.recentProgress for q in queries))
 
     def settle() -> None:
         if not open_now:
@@ -445,10 +442,7 @@ def test_processing_time_batches_follow_the_commits(
         opener.flush(10)
         open_now = True
         _commit(bs, topic, writer, [(0, b"c-0"), (1, b"c-1")])
-        deadline = time.monotonic() + 60
-        while watermarks(bs, topic, 1, "read_committed")[1] != 8:
-            assert time.monotonic() < deadline, "p1's commit marker never appeared"
-            time.sleep(0.05)
+        wait_until("p1's commit marker", lambda: watermarks(bs, topic, 1, "read_committed")[1] == 8)
         settle()
         opener.commit_transaction(10)
         open_now = False

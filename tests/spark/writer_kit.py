@@ -19,6 +19,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.writer.ids import transactional_id
+from tests.support import hang
 from tests.support.hang import LONG_HANG_S
 from tests.support.txns import open_transactions
 
@@ -34,7 +35,6 @@ def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
 
     def hold(value: bytes | None) -> bytes | None:
         import os
-        import time
 
         from pyspark import TaskContext
 
@@ -75,14 +75,8 @@ def failing_while(flag: Path, column: Column, prefix: bytes) -> Column:
 
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = HANG_S) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on a hang."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"waited {timeout_s:g} s for {what}"
-        time.sleep(0.1)
+    """:func:`tests.support.hang.wait_until` with this module's longer bound (Spark jobs)."""
+    return hang.wait_until(what, probe, timeout_s, poll_s=0.1)
 
 
 def holds_marker(bootstrap: str, tid: str) -> bool:

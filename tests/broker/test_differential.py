@@ -204,6 +204,24 @@ def _wait_lso(side: Side, names: Names, offset: int) -> None:
     )
 
 
+def _wait_state(side: Side, names: Names, state: str) -> None:
+    """Until the coordinator has moved the transaction to ``state`` (no answer recorded).
+    Apache Kafka writes CompleteCommit after the markers, so a partition's LSO can pass
+    the marker while the coordinator still answers CONCURRENT_TRANSACTIONS."""
+    side.until(
+        f"the transaction in {state}",
+        LIST_TRANSACTIONS,
+        1,
+        lambda a: any(
+            t.transactional_id == names.tid and t.transaction_state == state
+            for t in a.transaction_states
+        ),
+        state_filters=[state],
+        producer_id_filters=[],
+        duration_filter=-1,
+    )
+
+
 def _offset_fetch(side: Side, names: Names, label: str) -> None:
     side.call(
         label,
@@ -279,6 +297,7 @@ def prepared_then_committed_by_another_process(side: Side, names: Names) -> None
     _list_mine(side, names, "ListTransactions Ongoing, open", "Ongoing")
     _end_txn(side, names, "EndTxn commit from another connection", pid, epoch, True)
     _wait_lso(side, names, 3)
+    _wait_state(side, names, "CompleteCommit")
     _offset_fetch(side, names, "OffsetFetch RequireStable, committed")
     _list_offsets(side, names, "ListOffsets read_committed, committed", READ_COMMITTED)
     _describe(side, names, "DescribeTransactions, committed")
@@ -308,6 +327,7 @@ def aborted_transactions_of_a_fetch(side: Side, names: Names) -> None:
     _produce(side, names, "Produce (to be aborted)", pid, epoch, 0, [b"x", b"y", b"z"])
     _end_txn(side, names, "EndTxn abort", pid, epoch, False)
     _wait_lso(side, names, 4)
+    _wait_state(side, names, "CompleteAbort")
     _add_partition(side, names, "AddPartitionsToTxn (second)", pid, epoch)
     _produce(side, names, "Produce (to be committed)", pid, epoch, 3, [b"ok"])
     _end_txn(side, names, "EndTxn commit", pid, epoch, True)
@@ -363,6 +383,7 @@ def epoch_bumps_of_transaction_version_2(side: Side, names: Names) -> None:
     _produce(side, names, "Produce v12 (partition added implicitly)", pid, epoch, 0, [b"a"], 12)
     end = _end_txn(side, names, "EndTxn v5 commit", pid, epoch, True, version=5)
     _wait_lso(side, names, 2)
+    _wait_state(side, names, "CompleteCommit")
     for label, committed in (("retried", True), ("the other outcome", False)):
         _end_txn(
             side,
@@ -377,6 +398,7 @@ def epoch_bumps_of_transaction_version_2(side: Side, names: Names) -> None:
     _produce(side, names, "Produce v12, next transaction", pid, bumped, 0, [b"b"], 12)
     _end_txn(side, names, "EndTxn v5 abort", pid, bumped, False, version=5)
     _wait_lso(side, names, 4)
+    _wait_state(side, names, "CompleteAbort")
     _describe(side, names, "DescribeTransactions after the abort")
 
 

@@ -8,7 +8,8 @@ from another host.
 
 The file comes from the npm registry's tarball of :data:`VERSION`, checked against the
 registry's published SHA-512 (:data:`INTEGRITY`), and is cached outside the repository
-(``$KAFKA_TXN_CACHE`` or ``~/.cache/pyspark-kafka-txn``/``mermaid``), so only the first
+(``mermaid/`` under ``$KAFKA_TXN_CACHE``, else ``$XDG_CACHE_HOME/pyspark-kafka-txn``, else
+``~/.cache/pyspark-kafka-txn``: where the tests keep Kafka's jars), so only the first
 build on a machine downloads it (about 1 MiB compressed).
 
 Configured in ``mkdocs.yml`` under ``hooks:``; this directory is excluded from the site.
@@ -40,8 +41,10 @@ SITE_PATH = "js/mermaid.min.js"
 
 
 def _cache() -> Path:
-    root = os.environ.get("KAFKA_TXN_CACHE") or str(Path.home() / ".cache" / "pyspark-kafka-txn")
-    return Path(root) / "mermaid" / VERSION / "mermaid.min.js"
+    explicit = os.environ.get("KAFKA_TXN_CACHE")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(explicit) if explicit else Path(xdg or Path.home() / ".cache") / "pyspark-kafka-txn"
+    return root / "mermaid" / VERSION / "mermaid.min.js"
 
 
 def script() -> bytes:

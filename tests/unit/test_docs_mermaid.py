@@ -7,6 +7,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,3 +36,18 @@ def test_pages_with_a_diagram_load_the_sites_own_mermaid_first() -> None:
 
 def test_the_site_build_runs_the_hook() -> None:
     assert "docs/_hooks/mermaid.py" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_mermaid_is_cached_where_the_tests_keep_kafkas_jars(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.support.maven import cache_root
+
+    hook = _hook()
+    for explicit, xdg in ((None, None), (None, tmp_path / "xdg"), (tmp_path / "own", tmp_path)):
+        for name, value in (("KAFKA_TXN_CACHE", explicit), ("XDG_CACHE_HOME", xdg)):
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, str(value))
+        assert hook._cache().parents[2] == cache_root()

@@ -21,6 +21,9 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
     │                                  transaction of a batch; the restart rolls it forward
     ├── ConcurrentQueryError           (writer) another live query writes under the same
     │                                  transactionalIdPrefix
+    ├── FormatVersionError             a record the package keeps (decision record, batch
+    │                                  marker, claim, checkpointed offsets) has a format
+    │                                  this version cannot read (written by a newer one)
     └── TransactionNotAbortedError     (writer) an open transaction is still open after the
                                        time allowed for ending it
 
@@ -57,6 +60,7 @@ __all__ = [
     "ConcurrentQueryError",
     "ConfigError",
     "DataLossError",
+    "FormatVersionError",
     "KafkaConnectionError",
     "KafkaTxnError",
     "ProducerFencedError",
@@ -89,3 +93,29 @@ class CommitFailedError(KafkaTxnError):
 
 class ConcurrentQueryError(KafkaTxnError):
     """Another live streaming query writes with the same ``transactionalIdPrefix``."""
+
+
+class FormatVersionError(KafkaTxnError):
+    """A durable record has a format this version of the package cannot read.
+
+    Raised instead of skipping or misreading the record (``docs/design.md``, "Durable
+    formats"): typically it was written by a newer pyspark-kafka-txn, and the remedy is
+    to upgrade. The message names the record, the format found and the formats read.
+
+    Parameters
+    ----------
+    message
+        What is said to the user.
+    found
+        The format found (None when the record names none this version knows of).
+    oldest, newest
+        The formats this version reads.
+    """
+
+    def __init__(
+        self, message: str, *, found: int | None = None, oldest: int = 1, newest: int = 1
+    ) -> None:
+        super().__init__(message)
+        self.found = found
+        self.oldest = oldest
+        self.newest = newest

@@ -6,6 +6,12 @@ Pure functions (no I/O, no pyspark) mirroring what Spark's Kafka source does:
   query's first micro-batch also records where that batch starts under the key
   :data:`ORIGIN` (``{"topic": {"0": 42}, "@origin": {"topic": {"0": 40}}}``), because Spark
   asks the source for its initial offset again when it re-runs that batch;
+* that JSON is a durable format (:data:`~pyspark_kafka_txn.formats.READER_OFFSETS`):
+  format 1 is Spark's own shape (``format("kafka")`` reads it too) and has no version
+  key; a later format names itself under :data:`FORMAT` (``"@format": 2``), and an
+  offset of a format this package does not read raises
+  :class:`~pyspark_kafka_txn.errors.FormatVersionError` wherever it is parsed
+  (:func:`from_json_dict`, :func:`origin_of`);
 * ``maxOffsetsPerTrigger`` is split across partitions in proportion to their backlog,
   never starving a partition that has data (a share below 1 is rounded up);
 * ``maxRecordsPerPartition`` and ``minPartitions`` split large ranges into several tasks;
@@ -18,18 +24,22 @@ and aborted records, exactly as with the built-in source.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark_kafka_txn.formats import READER_OFFSETS
 from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = [
+    "FORMAT",
     "ORIGIN",
     "OffsetJson",
     "OffsetRange",
     "PartitionOffsets",
+    "check_format",
     "from_json_dict",
     "origin_of",
     "pack_ranges",
@@ -48,6 +58,51 @@ OffsetJson = dict[str, Any]
 #: Key of the first micro-batch's start inside its end offset. ``@`` cannot occur in a
 #: Kafka topic name (``[a-zA-Z0-9._-]``), so the key never collides with a topic.
 ORIGIN = "@origin"
+#: Key of the offsets' format, absent in format 1 (Spark's own shape, which
+#: ``format("kafka")`` reads too): only a later format writes it. Every other key starting
+#: with ``@`` is unknown to this package, so it belongs to a later format as well.
+FORMAT = "@format"
+
+
+def check_format(data: Mapping[str, Any]) -> int:
+    """The format of an offset in Spark's JSON form, if this package reads it.
+
+    Parameters
+    ----------
+    data
+        An offset as the checkpoint holds it (or its :data:`ORIGIN` entry).
+
+    Returns
+    -------
+    int
+        1 (no :data:`FORMAT` key).
+
+    Raises
+    ------
+    FormatVersionError
+        If :data:`FORMAT` names a format this package does not read, or the offset has
+        an entry starting with ``@`` that no format it reads has.
+    """
+    if FORMAT in data:
+        found = data[FORMAT]
+        if isinstance(found, bool) or not isinstance(found, int):
+            raise READER_OFFSETS.error(f"has the format {found!r} (not a number)", _whose(data))
+        READER_OFFSETS.check(found, _whose(data))
+    unknown = sorted(k for k in data if k.startswith("@") and k not in (ORIGIN, FORMAT))
+    if unknown:
+        raise READER_OFFSETS.error(
+            f"has the entries {unknown}, which no format this package reads has",
+            _whose(data),
+            remedy="A newer pyspark-kafka-txn wrote them: upgrade pyspark-kafka-txn",
+        )
+    return READER_OFFSETS.current
+
+
+def _whose(data: Mapping[str, Any], limit: int = 200) -> str:
+    """The offset as an error shows it (cut after ``limit`` characters)."""
+    text = json.dumps(data, sort_keys=True, default=str)
+    shown = text if len(text) <= limit else f"{text[:limit]}…"
+    return f"{shown} in the streaming query's checkpoint"
 
 
 def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -81,11 +136,17 @@ def from_json_dict(data: Mapping[str, Any]) -> PartitionOffsets:
     -------
     dict
         Offsets per topic-partition.
+
+    Raises
+    ------
+    FormatVersionError
+        If ``data`` is of a format this package does not read (:func:`check_format`).
     """
+    check_format(data)
     return {
         TopicPartition(topic, int(p)): int(o)
         for topic, parts in data.items()
-        if topic != ORIGIN
+        if topic not in (ORIGIN, FORMAT)
         for p, o in parts.items()
     }
 
@@ -104,7 +165,13 @@ def origin_of(data: Mapping[str, Any]) -> PartitionOffsets | None:
         The recorded start per topic-partition; ``None`` for offsets without one (every
         offset except the end of a query's first micro-batch, and offsets written by
         earlier versions).
+
+    Raises
+    ------
+    FormatVersionError
+        If ``data`` is of a format this package does not read (:func:`check_format`).
     """
+    check_format(data)
     origin = data.get(ORIGIN)
     return None if origin is None else from_json_dict(origin)
 

@@ -28,6 +28,7 @@ from pyspark_kafka_txn.offsets import (
     ORIGIN,
     OffsetJson,
     PartitionOffsets,
+    check_format,
     from_json_dict,
     origin_of,
     rate_limit,
@@ -205,7 +206,9 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         partitions were added.
         """
         # Without admission control the next batch starts at the end of the one planned
-        # last, or, after a restart, at the offset Spark announces here (start == end).
+        # last, or, after a restart, at the offset Spark announces here (start == end):
+        # the checkpoint's offset, refused here if a newer package wrote it.
+        check_format(end)
         self._next_start = end
         if start == end:
             return []  # also Spark's probe on restart (setLatestSeenOffset)

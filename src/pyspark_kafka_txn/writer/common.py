@@ -7,7 +7,8 @@ This module owns:
   pins the LSO of its partitions) and :data:`COMPLETING_STATES` (its coordinator is
   writing the markers). Every state the writer names is one of these members;
 * :func:`connect`, the client for the writer's options;
-* :func:`read_marker`, the last batch a transactional id's batch marker committed;
+* the batch marker: :func:`marker_metadata`, what a task commits with it, and
+  :func:`read_marker`, the last batch a transactional id's marker committed;
 * :func:`holds_open`, whether a recorded handle's own transaction is still open.
 
 The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abort` and
@@ -18,10 +19,12 @@ The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abor
 from __future__ import annotations
 
 import enum
+import json
 
 from pyspark_kafka_txn.client.admin import TransactionDescription, fetch_offsets
 from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.formats import BATCH_MARKER, version_field
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.decision import Handle
 
@@ -29,8 +32,10 @@ __all__ = [
     "COMPLETING_STATES",
     "OPEN_STATES",
     "TxnState",
+    "check_marker",
     "connect",
     "holds_open",
+    "marker_metadata",
     "read_marker",
 ]
 
@@ -77,12 +82,52 @@ def holds_open(described: TransactionDescription | None, handle: Handle) -> bool
     )
 
 
+def marker_metadata(batch: int, rows: int) -> str:
+    """The metadata of a task's batch marker: ``{"b": B, "rows": n, "w": format}``.
+
+    ``"w"`` is the marker's format (:data:`~pyspark_kafka_txn.formats.BATCH_MARKER`); the
+    marker's offset is the batch, which is all :func:`read_marker` takes from it.
+    """
+    return json.dumps({"b": batch, "rows": rows, "w": BATCH_MARKER.current})
+
+
+def check_marker(metadata: str | None, tid: str) -> None:
+    """Raise if ``metadata`` is a batch marker of a format this package does not read.
+
+    Metadata without an integer ``"w"`` (none, or not JSON) names no format: its offset
+    is read as the batch, as the offsets of format 1 are.
+
+    Raises
+    ------
+    FormatVersionError
+        If ``"w"`` is a format this package does not read (a newer one wrote it).
+    """
+    if not metadata:
+        return
+    try:
+        fields = json.loads(metadata)
+    except ValueError:
+        return
+    found = version_field(fields, "w")
+    if found is not None:
+        BATCH_MARKER.check(found, f"of transactional id {tid} (group {tid})")
+
+
 def read_marker(cluster: ClusterClient, tid: str, *, stable: bool = True) -> int | None:
     """The last batch whose marker committed under ``tid`` (None when none).
 
     With ``stable`` (RequireStable) a pending marker of an open transaction is waited for;
     without, the last committed one is returned at once.
+
+    Raises
+    ------
+    FormatVersionError
+        If a marker has a format this package does not read (:func:`check_marker`).
     """
     entries = fetch_offsets(cluster, tid, None, require_stable=stable)
-    batches = [c.offset for c in entries.values() if c.offset >= 0]
+    batches = []
+    for committed in entries.values():
+        if committed.offset >= 0:
+            check_marker(committed.metadata, tid)
+            batches.append(committed.offset)
     return max(batches) if batches else None

@@ -18,6 +18,11 @@ aborted them all, e.g. at their timeout, before a single EndTxn got through) is
 its replay writes it afresh, however Spark distributes the rows. Every entry is committed
 for an existing partition of an output topic (the *anchor*), as Kafka requires; the
 offset is the batch id.
+
+The header's ``"f"`` is the record's format (:data:`~pyspark_kafka_txn.formats.DECISION_RECORD`,
+which covers the chunks too): a header of a format this package does not read raises
+:class:`~pyspark_kafka_txn.errors.FormatVersionError`; metadata that is not a header of
+ours at all (not a JSON object with an integer ``"f"``) is ignored.
 """
 
 from __future__ import annotations
@@ -32,19 +37,22 @@ from pyspark_kafka_txn.client.admin import commit_offsets, fetch_offsets
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.formats import DECISION_RECORD, version_field
 from pyspark_kafka_txn.writer.ids import decision_group, transactional_id
 
 __all__ = [
     "CHUNK_CHARS",
     "Decision",
     "Handle",
+    "Header",
+    "decode_handles",
+    "parse_header",
     "read_decision",
     "withdraw_decision",
     "write_decision",
 ]
 
 CHUNK_CHARS = 4000
-_FORMAT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,66 @@ class Decision:
         return self.batch == batch and not self.withdrawn
 
 
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A decoded header: where the handle list is and what it says."""
+
+    batch: int
+    time_ms: int
+    slot: int
+    chunks: int
+    checksum: int
+    withdrawn: bool
+
+
+def parse_header(metadata: str | None, whose: str) -> Header | None:
+    """Decode the metadata of a decision group's entry; None if it is not a header of ours.
+
+    Parameters
+    ----------
+    metadata
+        The committed offset's metadata.
+    whose
+        Names the record in an error ("of query Q (group G)").
+
+    Returns
+    -------
+    Header or None
+        None for empty metadata, metadata that is not JSON, and JSON that is not an
+        object with an integer ``"f"``.
+
+    Raises
+    ------
+    FormatVersionError
+        If ``"f"`` is a format this package does not read (a newer one wrote it).
+    KafkaTxnError
+        If a header of a format it reads lacks a field.
+    """
+    if not metadata:
+        return None
+    try:
+        fields = json.loads(metadata)
+    except ValueError:
+        return None
+    found = version_field(fields, "f")
+    if found is None:
+        return None
+    DECISION_RECORD.check(found, whose)
+    try:
+        return Header(
+            int(fields["b"]),
+            int(fields["t"]),
+            int(fields["s"]),
+            int(fields["n"]),
+            int(fields["c"]),
+            bool(fields.get("x")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KafkaTxnError(
+            f"The decision record {whose} is unreadable: its header {metadata!r} lacks {exc}"
+        ) from exc
+
+
 def _encode(handles: Mapping[int, Handle]) -> str:
     items = []
     for _, h in sorted(handles.items()):
@@ -80,7 +148,12 @@ def _encode(handles: Mapping[int, Handle]) -> str:
     return ",".join(items)
 
 
-def _decode(text: str, prefix: str, query_id: str) -> dict[int, Handle]:
+def decode_handles(text: str, prefix: str, query_id: str) -> dict[int, Handle]:
+    """The handles of a decision's handle list (its chunks joined), format 1.
+
+    ``{P}:{producer id}:{epoch}:{transaction version}`` per Spark partition, separated by
+    commas; the transactional id follows from the partition.
+    """
     out: dict[int, Handle] = {}
     for item in filter(None, text.split(",")):
         p, pid, epoch, tv = (int(x) for x in item.split(":"))
@@ -107,33 +180,33 @@ def read_decision(
 
     Raises
     ------
+    FormatVersionError
+        If a header has a format this package does not read (a newer one wrote it).
     KafkaTxnError
         If the record is unreadable (its chunks do not match the header's checksum).
     """
-    entries = fetch_offsets(cluster, decision_group(prefix, query_id), None, require_stable=False)
-    best: tuple[tuple[int, int], dict[str, int], tuple[str, int]] | None = None
+    group = decision_group(prefix, query_id)
+    whose = f"of query {query_id} (group {group})"
+    entries = fetch_offsets(cluster, group, None, require_stable=False)
+    best: tuple[Header, tuple[str, int]] | None = None
     for tp, committed in entries.items():
-        if committed.offset < 0 or not committed.metadata:
+        if committed.offset < 0:
             continue
-        try:
-            header = json.loads(committed.metadata)
-        except ValueError:
+        header = parse_header(committed.metadata, whose)
+        if header is None:
             continue
-        if not isinstance(header, dict) or header.get("f") != _FORMAT:
-            continue
-        key = (int(header["b"]), int(header["t"]))
-        if best is None or key > best[0]:
-            best = (key, header, tp)
+        if best is None or (header.batch, header.time_ms) > (best[0].batch, best[0].time_ms):
+            best = (header, tp)
     if best is None:
         return None
-    (decided, time_ms), header, anchor = best
-    slot = int(header["s"])
-    if header.get("x"):
+    header, anchor = best
+    decided, time_ms, slot = header.batch, header.time_ms, header.slot
+    if header.withdrawn:
         return Decision(decided, {}, slot, anchor, time_ms, withdrawn=True)
     if batch is not None and decided != batch:
         return Decision(decided, {}, slot, anchor, time_ms)
     parts = []
-    for k in range(1, int(header["n"]) + 1):
+    for k in range(1, header.chunks + 1):
         chunk = fetch_offsets(
             cluster, _chunk_group(prefix, query_id, slot, k), [anchor], require_stable=False
         ).get(anchor)
@@ -141,12 +214,12 @@ def read_decision(
             (chunk.metadata or "") if chunk is not None and chunk.offset == decided else ""
         )
     text = "".join(parts)
-    if zlib.crc32(text.encode()) != int(header["c"]):
+    if zlib.crc32(text.encode()) != header.checksum:
         raise KafkaTxnError(
             f"The commit decision of query {query_id} for batch {decided} is unreadable "
             f"(group {decision_group(prefix, query_id)}: its chunks do not match the header)"
         )
-    return Decision(decided, _decode(text, prefix, query_id), slot, anchor, time_ms)
+    return Decision(decided, decode_handles(text, prefix, query_id), slot, anchor, time_ms)
 
 
 def write_decision(
@@ -210,7 +283,7 @@ def _write_header(
     if previous is not None and previous.time_ms >= now:
         now = previous.time_ms + 1
     fields: dict[str, int] = {
-        "f": _FORMAT, "b": batch, "n": chunks, "s": slot, "t": now,
+        "f": DECISION_RECORD.current, "b": batch, "n": chunks, "s": slot, "t": now,
         "c": zlib.crc32(text.encode()),
     }  # fmt: skip
     if withdrawn:

@@ -27,7 +27,9 @@ standing in for the query id and the version for the batch id (``docs/design.md`
 
 The claim is committed for an existing output partition: the ``topic`` option's
 partition 0, else the anchor of the last decision or claim. A first write with a
-``topic`` column and no earlier record claims at its decision instead.
+``topic`` column and no earlier record claims at its decision instead. The claim's ``"f"``
+is its format (:data:`~pyspark_kafka_txn.formats.CLAIM`): a claim of a format this
+package does not read raises :class:`~pyspark_kafka_txn.errors.FormatVersionError`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError
+from pyspark_kafka_txn.formats import CLAIM, version_field
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.common import TxnState, holds_open, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
@@ -53,13 +56,12 @@ __all__ = [
     "check_claim",
     "claim_held",
     "hold_claim",
+    "parse_claim",
     "read_claim",
     "start_app_write",
 ]
 
 logger = logging.getLogger(__name__)
-
-_CLAIM_FORMAT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +103,61 @@ class Claim:
     anchor: tuple[str, int]
 
 
+def parse_claim(metadata: str | None, anchor: tuple[str, int], whose: str) -> Claim | None:
+    """Decode the metadata of a claim group's entry; None if it is not a claim of ours.
+
+    Parameters
+    ----------
+    metadata
+        The committed offset's metadata.
+    anchor
+        The partition it was committed for.
+    whose
+        Names the record in an error ("of txnAppId … (group G)").
+
+    Returns
+    -------
+    Claim or None
+        None for empty metadata, metadata that is not JSON, JSON that is not an object
+        with an integer ``"f"``, or one that lacks a field.
+
+    Raises
+    ------
+    FormatVersionError
+        If ``"f"`` is a format this package does not read (a newer one wrote it).
+    """
+    if not metadata:
+        return None
+    try:
+        fields = json.loads(metadata)
+    except ValueError:
+        return None
+    found = version_field(fields, "f")
+    if found is None:
+        return None
+    CLAIM.check(found, whose)
+    try:
+        return Claim(str(fields["r"]), int(fields["v"]), int(fields["t"]), anchor)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def read_claim(cluster: ClusterClient, prefix: str, query_id: str) -> Claim | None:
-    """The application's latest claim, or None if no run claimed its ids yet."""
-    entries = fetch_offsets(cluster, writer_group(prefix, query_id), None, require_stable=False)
+    """The application's latest claim, or None if no run claimed its ids yet.
+
+    Raises
+    ------
+    FormatVersionError
+        If a claim has a format this package does not read (a newer one wrote it).
+    """
+    group = writer_group(prefix, query_id)
+    entries = fetch_offsets(cluster, group, None, require_stable=False)
     best: Claim | None = None
     for tp, committed in entries.items():
-        if committed.offset < 0 or not committed.metadata:
+        if committed.offset < 0:
             continue
-        try:
-            fields = json.loads(committed.metadata)
-            claim = Claim(str(fields["r"]), int(fields["v"]), int(fields["t"]), tp)
-        except (ValueError, KeyError, TypeError):
+        claim = parse_claim(committed.metadata, tp, f"of {query_id} (group {group})")
+        if claim is None:
             continue
         if best is None or claim.time_ms > best.time_ms:
             best = claim
@@ -129,7 +175,7 @@ def _write_claim(
     if previous is not None and previous.time_ms >= now:
         now = previous.time_ms + 1  # later than the claim it replaces, whatever the clocks
     text = json.dumps(
-        {"f": _CLAIM_FORMAT, "r": app.run_id, "v": app.version, "t": now}, separators=(",", ":")
+        {"f": CLAIM.current, "r": app.run_id, "v": app.version, "t": now}, separators=(",", ":")
     )
     commit_offsets(cluster, writer_group(prefix, app.query_id), {anchor: (app.version, text)})
 

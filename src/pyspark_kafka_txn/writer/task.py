@@ -27,7 +27,6 @@ transaction is open) is in :mod:`.common`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -42,7 +41,13 @@ from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
-from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, holds_open, read_marker
+from pyspark_kafka_txn.writer.common import (
+    OPEN_STATES,
+    connect,
+    holds_open,
+    marker_metadata,
+    read_marker,
+)
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, check_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
@@ -51,8 +56,6 @@ from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, 
 __all__ = ["TaskIdentity", "write_task"]
 
 logger = logging.getLogger(__name__)
-
-WRITER_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +130,7 @@ def write_task(
             if not options.exactly_once:
                 producer.commit_transaction()
                 return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, rows=rows)
-            marker = json.dumps({"b": who.batch, "rows": rows, "w": WRITER_VERSION})
+            marker = marker_metadata(who.batch, rows)
             producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
             prepared = producer.prepare()
         except BaseException:

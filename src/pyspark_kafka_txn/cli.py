@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: Exit status of ``broker`` when the cluster met internal errors (an exception in a request
+#: handler or a timer: a bug of the embedded cluster, each logged at ERROR on the way out).
+BROKER_INTERNAL_ERRORS = 3
+
+
 def _broker(args: argparse.Namespace) -> int:
     from pyspark_kafka_txn.embedded import EmbeddedKafka
     from pyspark_kafka_txn.embedded.cluster import TopicError
@@ -65,7 +70,11 @@ def _broker(args: argparse.Namespace) -> int:
         sys.stdout.write(f"bootstrap.servers={kafka.bootstrap_servers}\n")
         sys.stdout.flush()
         stop.wait()
-    return 0
+        cluster = kafka.cluster
+    # The brokers have stopped: what went wrong inside them is final.
+    for error in cluster.internal_errors:
+        logger.error("internal error of the embedded cluster: %s", error)
+    return BROKER_INTERNAL_ERRORS if cluster.internal_errors else 0
 
 
 def _security(args: argparse.Namespace) -> ListenerSecurity:
@@ -432,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser(
         "broker",
         help="run the embedded Kafka-compatible cluster",
+        description="Run the embedded Kafka-compatible cluster until SIGINT or SIGTERM. Exit "
+        f"status 0, or {BROKER_INTERNAL_ERRORS} when the cluster met internal errors (each "
+        "logged at ERROR when it stops).",
         formatter_class=_Help,
     )
     broker.add_argument("--port", type=int, default=9092, help="port of broker 0 (0: any)")

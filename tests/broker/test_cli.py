@@ -1,9 +1,11 @@
 """The ``broker`` command line: readiness line, topics at start, clean stop on signals,
-ACLs with ``--authorizer``."""
+ACLs with ``--authorizer``, a non-zero exit after internal errors."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import Producer
@@ -16,7 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from pyspark_kafka_txn.cli import build_parser
+from pyspark_kafka_txn.cli import BROKER_INTERNAL_ERRORS, build_parser
 from tests.support.clients import (
     consume_all,
     free_port,
@@ -24,6 +26,7 @@ from tests.support.clients import (
     start_cli_broker,
     stop_cli_broker,
 )
+from tests.support.hang import HANG_S
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -73,3 +76,38 @@ def test_cli_broker_rejects_a_malformed_super_user() -> None:
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(["broker", "--super-user", "admin"])
     assert exited.value.code == 2
+
+
+# A broker whose cluster records an internal error once it is up (as a handler's exception
+# would), then runs the real `broker` command.
+_FAULTY_BROKER = """
+import sys
+from pyspark_kafka_txn import cli
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+
+started = EmbeddedKafka.start
+
+def start(self):
+    started(self)
+    self.cluster.internal_errors.append("Metadata v12: RuntimeError('boom')")
+
+EmbeddedKafka.start = start
+sys.exit(cli.main(["broker", "--port", "0"]))
+"""
+
+
+def test_cli_broker_exits_non_zero_after_internal_errors() -> None:
+    """Tests that run the broker in a child process learn of its internal errors from its
+    exit status; each error is logged on the way out."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FAULTY_BROKER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("bootstrap.servers=")
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == BROKER_INTERNAL_ERRORS == 3
+    assert "internal error of the embedded cluster: Metadata v12: RuntimeError('boom')" in err

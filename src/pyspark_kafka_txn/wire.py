@@ -125,8 +125,10 @@ NO_EPOCH: Final = -1
 # --- security.protocol (listeners and clients) ----------------------------------------
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-#: The SASL mechanisms (``sasl.mechanism``) both sides implement.
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The SASL mechanisms (``sasl.mechanism``) that authenticate with a user name and password.
+PASSWORD_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The SASL mechanisms (``sasl.mechanism``) both sides implement (OAUTHBEARER: RFC 7628).
+SASL_MECHANISMS: Final = (*PASSWORD_SASL_MECHANISMS, "OAUTHBEARER")
 #: The protocols whose connections are wrapped in TLS.
 TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
 #: The protocols whose connections authenticate with SASL after ApiVersions.

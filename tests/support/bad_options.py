@@ -39,12 +39,18 @@ CASES: dict[str, BadOption] = {
     "key.deserializer": BadOption({"kafka.key.deserializer": "x.Y"}, "key.deserializer"),
     "interceptor.classes": BadOption({"kafka.interceptor.classes": "x.Y"}, "interceptor.classes"),
     "unknown-kafka-property": BadOption({"kafka.no.such.property": "1"}, "no.such.property"),
+    # OAUTHBEARER client credentials without kafka.sasl.mechanism=OAUTHBEARER (nor a
+    # clientId or token endpoint): refused naming the option, never showing the secret.
     "sasl.jaas.config-with-a-secret": BadOption(
         {
             "kafka.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
             f'OAuthBearerLoginModule required clientSecret="{SECRET}";'
         },
         "kafka.sasl.jaas.config",
+    ),
+    "oauthbearer-without-a-token-source": BadOption(
+        {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER"},
+        "kafka.sasl.oauthbearer.token.provider",
     ),
     "lsoStallWarnMs-negative": BadOption({"lsoStallWarnMs": "-5"}, "lsoStallWarnMs"),
 }

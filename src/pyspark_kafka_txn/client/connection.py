@@ -36,6 +36,7 @@ from pyspark_kafka_txn.client.errors import (
     KafkaConnectionError,
     ProtocolError,
 )
+from pyspark_kafka_txn.client.oauth import challenge_status, current_token, initial_response
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.kio_entities import build
 from pyspark_kafka_txn.wire import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -307,6 +308,18 @@ class Connection:
 
         if mechanism == "PLAIN":
             step(b"\0" + user.encode() + b"\0" + password.encode())
+            return
+        if mechanism == "OAUTHBEARER":
+            assert security.oauth is not None  # SecurityConfig requires it
+            challenge = step(initial_response(current_token(security.oauth).value))
+            if challenge:
+                # RFC 7628 3.2.2: an error challenge (JSON, as Kafka sends for a rejected
+                # token) is acknowledged with a lone %x01; the broker then fails the exchange.
+                step(b"\x01")
+                raise AuthenticationError(
+                    f"SASL OAUTHBEARER authentication to {self.host}:{self.port} failed: "
+                    f"the broker rejected the token ({challenge_status(challenge)})"
+                )
             return
         scram = ScramClient(mechanism, user, password)
         server_first = step(scram.first_message())

@@ -1,4 +1,4 @@
-"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) for client connections.
+"""TLS and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) for client connections.
 
 Options use the names users give Spark's Kafka connector (``kafka.`` prefix removed):
 ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl.truststore.location``
@@ -7,7 +7,10 @@ with ``ssl.truststore.type=PEM`` (or librdkafka's ``ssl.ca.location``),
 ``ssl.key.location``), ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
 (``https`` = verify the host name, empty = do not), ``sasl.mechanism`` and
 ``sasl.jaas.config`` (``...PlainLoginModule required username="u" password="p";``, also
-``ScramLoginModule``) or librdkafka's ``sasl.username`` / ``sasl.password``.
+``ScramLoginModule``) or librdkafka's ``sasl.username`` / ``sasl.password``. OAUTHBEARER
+takes its token from ``sasl.oauthbearer.token.provider`` or from OIDC client credentials
+(``sasl.oauthbearer.token.endpoint.url`` and ``OAuthBearerLoginModule required clientId="..."
+clientSecret="..." scope="...";``): see :mod:`pyspark_kafka_txn.client.oauth`.
 
 Secrets never appear in ``repr``, logs or exception messages.
 """
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
+from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig
 from pyspark_kafka_txn.wire import (
     SASL_MECHANISMS,
     SASL_PROTOCOLS,
@@ -40,6 +44,7 @@ __all__ = [
 
 _SCRAM_MIN_ITERATIONS = 4096
 _JAAS_PAIR = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_OAUTH_MODULE = "OAuthBearerLoginModule"
 
 #: Option names understood by :meth:`SecurityConfig.from_options`.
 SECURITY_OPTIONS = frozenset(
@@ -59,6 +64,7 @@ SECURITY_OPTIONS = frozenset(
         "sasl.jaas.config",
         "sasl.username",
         "sasl.password",
+        *OAUTH_OPTIONS,
     }
 )
 
@@ -108,9 +114,11 @@ class SecurityConfig:
     check_hostname
         Verify the broker's host name against its certificate.
     sasl_mechanism
-        PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.
     username, password
         SASL credentials (the password is hidden from repr).
+    oauth
+        The OAUTHBEARER token source (required for, and only for, that mechanism).
     """
 
     protocol: str = "PLAINTEXT"
@@ -122,6 +130,7 @@ class SecurityConfig:
     sasl_mechanism: str = "PLAIN"
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    oauth: OAuthConfig | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in SECURITY_PROTOCOLS:
@@ -132,7 +141,13 @@ class SecurityConfig:
                     f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
                     f"got {self.sasl_mechanism!r}"
                 )
-            if self.username is None or self.password is None:
+            if self.sasl_mechanism == "OAUTHBEARER":
+                if self.oauth is None:
+                    raise ConfigError(
+                        "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.provider or "
+                        "sasl.oauthbearer.token.endpoint.url with client credentials"
+                    )
+            elif self.username is None or self.password is None:
                 raise ConfigError(
                     "SASL needs a username and password (sasl.jaas.config or "
                     "sasl.username / sasl.password)"
@@ -163,7 +178,19 @@ class SecurityConfig:
         username = opts.get("sasl.username")
         password = opts.get("sasl.password")
         jaas = opts.get("sasl.jaas.config")
-        if jaas:
+        mechanism = opts.get("sasl.mechanism", "PLAIN").upper()
+        oauth = None
+        if mechanism == "OAUTHBEARER":
+            oauth_args = None
+            if jaas:
+                if _OAUTH_MODULE not in (jaas.split() or [""])[0]:
+                    raise ConfigError(
+                        "sasl.jaas.config must use OAuthBearerLoginModule with "
+                        "sasl.mechanism=OAUTHBEARER"
+                    )
+                oauth_args = {k: v.replace('\\"', '"') for k, v in _JAAS_PAIR.findall(jaas)}
+            oauth = OAuthConfig.from_options(opts, oauth_args)
+        elif jaas:
             pairs = {k: v.replace('\\"', '"') for k, v in _JAAS_PAIR.findall(jaas)}
             if "username" not in pairs or "password" not in pairs:
                 raise ConfigError('sasl.jaas.config must set username="..." and password="..."')
@@ -177,9 +204,10 @@ class SecurityConfig:
             key_file=opts.get("ssl.key.location") or keystore,
             key_password=opts.get("ssl.key.password") or opts.get("ssl.keystore.password"),
             check_hostname=algo.lower() == "https",
-            sasl_mechanism=opts.get("sasl.mechanism", "PLAIN").upper(),
+            sasl_mechanism=mechanism,
             username=username,
             password=password,
+            oauth=oauth,
         )
 
     def ssl_context(self) -> ssl.SSLContext:

@@ -1,4 +1,5 @@
-"""Listener security of the embedded cluster: TLS and SASL (PLAIN, SCRAM-SHA-256/512).
+"""Listener security of the embedded cluster: TLS and SASL (PLAIN, SCRAM-SHA-256/512,
+OAUTHBEARER with unsecured JWTs, see :mod:`~pyspark_kafka_txn.embedded.oauth`).
 
 Behaviour follows Kafka's ``SaslServerAuthenticator``: on a SASL listener a connection
 may send only ApiVersions, SaslHandshake and SaslAuthenticate until it has
@@ -23,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pyspark_kafka_txn.embedded.oauth import OAuthBearerMechanism
 from pyspark_kafka_txn.wire import (
+    PASSWORD_SASL_MECHANISMS,
     SASL_MECHANISMS,
     SASL_PROTOCOLS,
     SECURITY_PROTOCOLS,
@@ -61,7 +64,8 @@ class ListenerSecurity:
     protocol
         ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
     sasl_mechanisms
-        Mechanisms enabled on SASL listeners.
+        Mechanisms enabled on SASL listeners (OAUTHBEARER, which trusts any unsecured
+        JWT, only when named).
     users
         ``{username: password}`` accepted by SASL; never logged.
     ssl_certfile, ssl_keyfile
@@ -73,7 +77,7 @@ class ListenerSecurity:
     """
 
     protocol: str = "PLAINTEXT"
-    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    sasl_mechanisms: tuple[str, ...] = PASSWORD_SASL_MECHANISMS
     users: Mapping[str, str] = field(default_factory=dict, repr=False)
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -321,6 +325,8 @@ class Authenticator:
             return None
         if name == "PLAIN":
             return PlainMechanism(self.security.users)
+        if name == "OAUTHBEARER":
+            return OAuthBearerMechanism(SaslAuthenticationError)
         return ScramMechanism(self._scram.setdefault(name, {}), _SCRAM_HASHES[name])
 
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from typing import Any
 
-from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, check_store_types
+from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig, librdkafka_oauth_cb
+from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig, check_store_types
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.registry import closest
 
@@ -28,6 +30,7 @@ __all__ = [
     "CONSUMER_ONLY",
     "check_security",
     "client_options",
+    "librdkafka_client_config",
     "librdkafka_params",
     "translate_jaas",
 ]
@@ -90,6 +93,8 @@ _JAAS = re.compile(
 )
 _JAAS_ARG = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
 _UNESCAPE = re.compile(r"\\(.)")
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_OPTION_NAME = re.compile(r"\b(sasl\.[\w.]+)")
 
 _MECHANISM_OF_MODULE = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
@@ -149,6 +154,16 @@ def check_security(raw: Mapping[str, str]) -> dict[str, str]:
     """
     check_store_types(raw, prefix="kafka.")
     jaas = raw.get("sasl.jaas.config")
+    match = _JAAS.match(jaas) if jaas is not None else None
+    oauth_module = match is not None and match.group("module") == _OAUTH_MODULE
+    if raw.get("sasl.mechanism", "").upper() == "OAUTHBEARER" or oauth_module:
+        if raw.get("sasl.mechanism", "").upper() != "OAUTHBEARER":
+            raise ConfigError(
+                "Option 'kafka.sasl.jaas.config' with OAuthBearerLoginModule needs "
+                "'kafka.sasl.mechanism'='OAUTHBEARER'"
+            )
+        _oauth_config(raw)
+        return {}
     if jaas is None:
         return {}
     credentials = translate_jaas(jaas)
@@ -195,7 +210,7 @@ def librdkafka_params(
         if key in _JAVA_ONLY:
             logger.warning("Kafka option 'kafka.%s' has no librdkafka counterpart; ignored", key)
             continue
-        if key == "sasl.jaas.config":
+        if key == "sasl.jaas.config" and credentials:
             out.update(credentials)
         elif key == "ssl.truststore.location":
             out["ssl.ca.location"] = value
@@ -258,4 +273,49 @@ def client_options(
                     else "understands (see docs/writer.md for the supported kafka.* options)"
                 )
             )
+    return out
+
+
+def _oauth_config(raw: Mapping[str, str]) -> OAuthConfig:
+    """The OAUTHBEARER token source of ``kafka.*`` options (prefix removed).
+
+    Raises
+    ------
+    ConfigError
+        Naming the options with their ``kafka.`` prefix, never a secret's value.
+    """
+    security = {k: v for k, v in raw.items() if k in SECURITY_OPTIONS}
+    security.setdefault("security.protocol", "SASL_SSL")
+    try:
+        oauth = SecurityConfig.from_options(security).oauth
+    except ConfigError as exc:
+        raise ConfigError(_OPTION_NAME.sub(r"'kafka.\1'", str(exc))) from None
+    assert oauth is not None  # sasl.mechanism is OAUTHBEARER
+    return oauth
+
+
+def librdkafka_client_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A librdkafka configuration ready for confluent-kafka's clients.
+
+    With ``sasl.mechanism=OAUTHBEARER`` the token source settings (``sasl.jaas.config``,
+    ``sasl.oauthbearer.token.provider`` / ``.token.endpoint.url``), which travel to the
+    executors as strings, become confluent-kafka's ``oauth_cb`` (the tokens come from
+    :mod:`pyspark_kafka_txn.client.oauth`, as the writer's); other configurations are
+    returned as they are.
+
+    Parameters
+    ----------
+    config
+        librdkafka settings as :func:`librdkafka_params` made them, plus the caller's.
+
+    Returns
+    -------
+    dict
+        The settings to create a ``Consumer`` or ``AdminClient`` with.
+    """
+    if str(config.get("sasl.mechanism", "")).upper() != "OAUTHBEARER":
+        return dict(config)
+    oauth = _oauth_config({k: str(v) for k, v in config.items() if k in SECURITY_OPTIONS})
+    out = {k: v for k, v in config.items() if k not in OAUTH_OPTIONS and k != "sasl.jaas.config"}
+    out["oauth_cb"] = librdkafka_oauth_cb(oauth)
     return out

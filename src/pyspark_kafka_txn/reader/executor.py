@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pyspark_kafka_txn.errors import KafkaTxnError, StallTimeoutError
 from pyspark_kafka_txn.options import ReaderOptions
+from pyspark_kafka_txn.options.kafka import librdkafka_client_config
 from pyspark_kafka_txn.reader.common import KafkaInputPartition, not_authorized, report_data_loss
 from pyspark_kafka_txn.schema import arrow_schema
 from pyspark_kafka_txn.wire import TopicPartition
@@ -338,7 +339,9 @@ class _RangeReader:
         self.tp = partition.tp
         self.start, self.end = partition.start, partition.end
         self.ck_tp = CkTopicPartition(self.tp.topic, self.tp.partition)
-        self.consumer = Consumer(_consumer_config(options, partition, group_id))
+        self.consumer = Consumer(
+            librdkafka_client_config(_consumer_config(options, partition, group_id))
+        )
         self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, self.start)])
         self.position = self.start
         self.done = False

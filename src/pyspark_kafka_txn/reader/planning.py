@@ -47,6 +47,7 @@ from pyspark_kafka_txn.options import (
     Subscribe,
     redact,
 )
+from pyspark_kafka_txn.options.kafka import librdkafka_client_config
 from pyspark_kafka_txn.reader.common import (
     KafkaInputPartition,
     KafkaInputPartitions,
@@ -85,7 +86,7 @@ class OffsetClient:
             "error_cb": self._on_error,
         }
         try:
-            self._admin = AdminClient(config)
+            self._admin = AdminClient(librdkafka_client_config(config))
         except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
             raise ConfigError(f"Invalid kafka.* option: {_redacted_error(exc, options)}") from None
         self._isolation = (

@@ -79,9 +79,12 @@ def sasl_authenticate(ctx: Context, req: Any) -> Any:
         session.close_after_response = True
         logger.info("failed authentication with SASL/%s: %s", session.mechanism_name, exc)
         # Kafka sends PlainSaslServer's own message, and a generic one for SCRAM.
+        # For OAUTHBEARER the reason (never the token) is said, as Kafka logs it.
         message = (
             f"Authentication failed: {exc}"
             if session.mechanism_name == "PLAIN"
+            else f"Authentication failed with SASL mechanism OAUTHBEARER: {exc}"
+            if session.mechanism_name == "OAUTHBEARER"
             else "Authentication failed during authentication due to invalid credentials "
             f"with SASL mechanism {session.mechanism_name}"
         )

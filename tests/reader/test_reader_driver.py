@@ -11,18 +11,26 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Sequence
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.errors import StallTimeoutError
-from pyspark_kafka_txn.offsets import ORIGIN, from_json_dict, origin_of, to_json_dict
+from pyspark_kafka_txn.offsets import (
+    ORIGIN,
+    PartitionOffsets,
+    from_json_dict,
+    origin_of,
+    to_json_dict,
+)
 from pyspark_kafka_txn.options import parse_reader_options
 from pyspark_kafka_txn.reader import executor
 from pyspark_kafka_txn.reader.batch import KafkaBatchReader
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
 from pyspark_kafka_txn.reader.executor import _consumer_config, read_range
+from pyspark_kafka_txn.reader.planning import OffsetClient
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
@@ -188,27 +196,47 @@ def test_pinned_lso_is_warned_once_per_stall(
 
 @pytest.mark.parametrize(
     "options",
-    [{"kafka.isolation.level": "read_uncommitted"}, {"lsoStallWarnMs": "0"}],
+    [{"kafka.isolation.level": "read_uncommitted", "lsoStallWarnMs": "1"}, {"lsoStallWarnMs": "0"}],
     ids=["read_uncommitted", "disabled"],
 )
 def test_no_stall_check(
-    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture, options: dict[str, str]
+    kafka: KafkaTarget,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    options: dict[str, str],
 ) -> None:
+    """No high-watermark look-up and no warning, on a partition whose LSO is pinned; the
+    same partition read with the check on (the control) is looked up and warned about."""
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(partitions=1)
     holder = txn_producer(bs, tid())
     holder.begin_transaction()
     holder.produce(topic, value=b"open", partition=0)
     holder.flush(10)
-    reader = stream_reader(bs, topic, startingOffsets="earliest", **options)
-    assert reader._stalls is None  # no high-watermark look-ups at all
-    start = reader.initialOffset()
+    lookups: list[object] = []
+    real = OffsetClient.high_watermarks
+
+    def counted(self: OffsetClient, tps: Sequence[TopicPartition]) -> PartitionOffsets:
+        lookups.append(tps)
+        return real(self, tps)
+
+    monkeypatch.setattr(OffsetClient, "high_watermarks", counted)
     caplog.set_level(logging.WARNING, logger="pyspark_kafka_txn.reader")
-    end = reader.latestOffset(start, ReadAllAvailable())
-    time.sleep(0.1)
-    reader.latestOffset(end, ReadAllAvailable())
-    assert _stall_warnings(caplog) == []
-    holder.abort_transaction(10)
+
+    def two_triggers(reader: KafkaStreamReader) -> None:
+        end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+        time.sleep(0.1)
+        reader.latestOffset(end, ReadAllAvailable())
+
+    try:
+        reader = stream_reader(bs, topic, startingOffsets="earliest", **options)
+        assert reader._stalls is None
+        two_triggers(reader)
+        assert (lookups, _stall_warnings(caplog)) == ([], [])
+        two_triggers(stream_reader(bs, topic, startingOffsets="earliest", lsoStallWarnMs="1"))
+        assert lookups and len(_stall_warnings(caplog)) == 1
+    finally:
+        holder.abort_transaction(10)
 
 
 def test_lso_stall_option_is_validated() -> None:

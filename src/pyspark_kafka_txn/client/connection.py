@@ -311,15 +311,24 @@ class Connection:
             return
         if mechanism == "OAUTHBEARER":
             assert security.oauth is not None  # SecurityConfig requires it
-            challenge = step(initial_response(current_token(security.oauth).value))
-            if challenge:
-                # RFC 7628 3.2.2: an error challenge (JSON, as Kafka sends for a rejected
-                # token) is acknowledged with a lone %x01; the broker then fails the exchange.
-                step(b"\x01")
+            source = security.oauth.source
+            try:
+                challenge = step(initial_response(current_token(security.oauth).value))
+                if challenge:
+                    # RFC 7628 3.2.2: an error challenge (JSON) is acknowledged with a lone
+                    # %x01; the broker then fails the exchange.
+                    step(b"\x01")
+                    raise AuthenticationError(
+                        f"SASL OAUTHBEARER authentication to {self.host}:{self.port} failed: "
+                        + challenge_status(challenge)
+                    )
+            except AuthenticationError as exc:
+                if str(exc).startswith("OAUTHBEARER:"):  # no token: said by client.oauth
+                    raise
                 raise AuthenticationError(
-                    f"SASL OAUTHBEARER authentication to {self.host}:{self.port} failed: "
-                    f"the broker rejected the token ({challenge_status(challenge)})"
-                )
+                    f"{exc} (the broker rejected the OAUTHBEARER token from the {source}: "
+                    "expired, or not valid for this cluster)"
+                ) from None
             return
         scram = ScramClient(mechanism, user, password)
         server_first = step(scram.first_message())

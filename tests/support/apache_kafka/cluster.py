@@ -10,7 +10,10 @@ and restarted on its own data. Each node logs to ``<workdir>/node-<id>/server.lo
 fixtures set it when a test failed, and print where the logs are).
 
 Variants (:class:`Security`): PLAINTEXT; SASL_PLAINTEXT with SCRAM-SHA-256/512 (and PLAIN)
-users, optionally behind Kafka's ``StandardAuthorizer`` with super users; SSL with client
+users, optionally behind Kafka's ``StandardAuthorizer`` with super users; SASL_PLAINTEXT
+with OAUTHBEARER and Kafka's unsecured JWTs (the brokers' default validator; they log in
+with ``unsecuredLoginStringClaim_sub``, clients with librdkafka's or Java's unsecured
+login: any ``sub`` is accepted, the user names only name principals); SSL with client
 certificates required. ``transaction_version`` formats the cluster with that
 ``transaction.version`` feature level (2 is the 4.x default; 1 is the pre-KIP-890 protocol;
 ``None`` keeps the release's default). The JVMs are sized for a 2-core machine: a 512 MiB
@@ -111,7 +114,8 @@ class Security:
         listener is always PLAINTEXT on loopback).
     users
         SASL users and passwords (SCRAM credentials are created at format time; PLAIN
-        users are listed in the broker's JAAS config). The first user is the brokers' own.
+        users are listed in the broker's JAAS config; OAUTHBEARER ignores the passwords).
+        The first user is the brokers' own.
     mechanisms
         The SASL mechanisms the brokers accept; the first is the inter-broker one.
     authorizer
@@ -236,6 +240,13 @@ def _properties(props: Mapping[str, str]) -> str:
 
 def _jaas(module: str, user: str, password: str, extra: str = "") -> str:
     return f'{module} required username="{user}" password="{password}"{extra};'
+
+
+def _oauth_jaas(user: str) -> str:
+    return (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        f'unsecuredLoginStringClaim_sub="{user}";'
+    )
 
 
 @dataclass
@@ -376,12 +387,15 @@ class ApacheKafka:
         sec = self.security
         if sec.protocol.startswith("SASL"):
             name = user or next(iter(sec.users))
-            conf |= {
-                "security.protocol": sec.protocol,
-                "sasl.mechanism": sec.mechanisms[0],
-                "sasl.username": name,
-                "sasl.password": sec.users[name],
-            }
+            conf |= {"security.protocol": sec.protocol, "sasl.mechanism": sec.mechanisms[0]}
+            if sec.mechanisms[0] == "OAUTHBEARER":
+                # librdkafka's own unsecured JWT for ``name`` (independent of kafka_txn's).
+                conf |= {
+                    "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                    "sasl.oauthbearer.config": f"principal={name}",
+                }
+            else:
+                conf |= {"sasl.username": name, "sasl.password": sec.users[name]}
         elif sec.protocol == "SSL":
             assert sec.tls_dir is not None
             conf |= {
@@ -404,10 +418,10 @@ class ApacheKafka:
                 if mech == "PLAIN"
                 else "org.apache.kafka.common.security.scram.ScramLoginModule"
             )
-            lines += [
-                f"sasl.mechanism={mech}",
-                "sasl.jaas.config=" + _jaas(module, name, sec.users[name]),
-            ]
+            jaas = (
+                _oauth_jaas(name) if mech == "OAUTHBEARER" else _jaas(module, name, sec.users[name])
+            )
+            lines += [f"sasl.mechanism={mech}", "sasl.jaas.config=" + jaas]
         elif sec.protocol == "SSL":
             assert sec.tls_dir is not None
             lines += self._java_tls("client")
@@ -493,7 +507,11 @@ class ApacheKafka:
             props["sasl.enabled.mechanisms"] = ",".join(sec.mechanisms)
             props["sasl.mechanism.inter.broker.protocol"] = sec.mechanisms[0]
             for mech in sec.mechanisms:
-                if mech == "PLAIN":
+                if mech == "OAUTHBEARER":
+                    # Kafka's defaults: unsecured login for the brokers' own connections,
+                    # OAuthBearerUnsecuredValidatorCallbackHandler for every client's token.
+                    props[f"{prefix}.oauthbearer.sasl.jaas.config"] = _oauth_jaas(user)
+                elif mech == "PLAIN":
                     users = "".join(f' user_{u}="{p}"' for u, p in sec.users.items())
                     module = "org.apache.kafka.common.security.plain.PlainLoginModule"
                     props[f"{prefix}.plain.sasl.jaas.config"] = _jaas(module, user, password, users)

@@ -84,8 +84,18 @@ def _write_and_read(kafka: EmbeddedKafka, options: dict[str, str]) -> list[bytes
     return [v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 1, **conf)]
 
 
-def test_provider_token_writes_and_reads(kafka: EmbeddedKafka) -> None:
+#: SASL extensions as Confluent Cloud wants them (KIP-342), beside a provider's token.
+EXTENSIONS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'extension_logicalCluster="lkc-123" extension_identityPoolId="pool-4";'
+)
+
+
+@pytest.mark.parametrize("extensions", [False, True])
+def test_provider_token_writes_and_reads(kafka: EmbeddedKafka, extensions: bool) -> None:
     options = _options(kafka.bootstrap_servers, **{"sasl.oauthbearer.token.provider": PROVIDER})
+    if extensions:
+        options["sasl.jaas.config"] = EXTENSIONS
     assert _write_and_read(kafka, options) == [b"v0", b"v1", b"v2"]
 
 

@@ -72,9 +72,15 @@ def _write_and_read(apache: ApacheKafka, options: dict[str, str]) -> list[bytes 
     return [v for _, _, v in consume_all(apache.bootstrap_servers, topic, 1, **conf)]
 
 
-def test_provider_token(apache: ApacheKafka) -> None:
+def test_provider_token_with_sasl_extensions(apache: ApacheKafka) -> None:
     options = _options(
-        apache, **{"sasl.oauthbearer.token.provider": "tests.support.oauth:admin_token"}
+        apache,
+        **{
+            "sasl.oauthbearer.token.provider": "tests.support.oauth:admin_token",
+            # KIP-342 extensions (Confluent Cloud's names): Kafka's validator accepts them.
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+            'OAuthBearerLoginModule required extension_logicalCluster="lkc-123";',
+        },
     )
     assert _write_and_read(apache, options) == [b"v0", b"v1", b"v2"]
 

@@ -112,6 +112,30 @@ def test_mechanism_refuses_an_authzid_other_than_the_subject() -> None:
 
 def test_initial_response_is_rfc_7628() -> None:
     assert initial_response("t.k.") == b"n,,\x01auth=Bearer t.k.\x01\x01"
+    with_extensions = initial_response("t.k.", "", (("logicalCluster", "lkc-1"), ("x", "y z")))
+    assert with_extensions == b"n,,\x01auth=Bearer t.k.\x01logicalCluster=lkc-1\x01x=y z\x01\x01"
+    token = _jwt({"alg": "none"}, GOOD)
+    mechanism = OAuthBearerMechanism(RefusedError, clock=lambda: NOW)
+    mechanism.step(initial_response(token, "", (("logicalCluster", "lkc-1"),)))
+    assert mechanism.extensions == {"logicalCluster": "lkc-1"}
+
+
+@pytest.mark.parametrize(
+    ("argument", "reason"),
+    [('extension_auth="x"', "not 'auth'"), ('extension_a="\x00"', "printable ASCII")],
+)
+def test_bad_sasl_extensions(argument: str, reason: str) -> None:
+    jaas = (
+        f"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required {argument};"
+    )
+    with pytest.raises(ConfigError, match=reason):
+        SecurityConfig.from_options(
+            {
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.token.provider": "tests.support.oauth:alice_token",
+                "sasl.jaas.config": jaas,
+            }
+        )
     assert challenge_status(b'{"status":"invalid_token"}') == "status invalid_token"
     assert challenge_status(b"junk") == "an unreadable error challenge"
 
@@ -128,7 +152,8 @@ def test_token_freshness_and_caching() -> None:
     assert ms.expires_at is not None and abs(ms.expires_at - ms.issued_at - 300) < 5
     bare = OAuthConfig(provider="tests.support.oauth:alice_token_only")
     assert current_token(bare) is not current_token(bare)  # no expiry: asked every time
-    token_value, expiry, principal = librdkafka_oauth_cb(bare)("")
+    token_value, expiry, principal, extensions = librdkafka_oauth_cb(bare)("")
+    assert extensions == {}
     assert principal == "alice" and expiry > time.time() and token_value.count(".") == 2
 
 

@@ -313,7 +313,8 @@ class Connection:
             assert security.oauth is not None  # SecurityConfig requires it
             source = security.oauth.source
             try:
-                challenge = step(initial_response(current_token(security.oauth).value))
+                token = current_token(security.oauth).value
+                challenge = step(initial_response(token, "", security.oauth.extensions))
                 if challenge:
                     # RFC 7628 3.2.2: an error challenge (JSON) is acknowledged with a lone
                     # %x01; the broker then fails the exchange.

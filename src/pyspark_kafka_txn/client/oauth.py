@@ -12,6 +12,9 @@ removed):
   clientSecret="..." scope="...";``: a ``grant_type=client_credentials`` POST with HTTP
   basic authentication, whose ``access_token`` and ``expires_in`` are used.
 
+SASL extensions (KIP-342, e.g. Confluent Cloud's ``logicalCluster`` and ``identityPoolId``)
+come from ``extension_<name>="value"`` arguments of the same JAAS line, with either source.
+
 Tokens are cached per process and source and fetched again shortly before they expire,
 so every new connection (and every librdkafka refresh) presents a valid one. Tokens,
 client secrets and the JAAS line never appear in ``repr``, logs or exception messages.
@@ -23,6 +26,7 @@ import base64
 import importlib
 import json
 import logging
+import re
 import threading
 import time
 import urllib.error
@@ -58,6 +62,10 @@ _MS_THRESHOLD = 1e11
 #: Lifetime librdkafka is told for a token whose provider gave no expiry.
 _UNKNOWN_LIFETIME_S = 300.0
 _MECHANISM = "OAUTHBEARER"
+#: RFC 7628 section 3.1 (key) and Kafka's SaslExtensions rules (value).
+_EXTENSION_NAME = re.compile(r"[A-Za-z]+")
+_EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+_JAAS_EXTENSION = "extension_"
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,8 @@ class OAuthConfig:
         OIDC token endpoint for the client credentials grant.
     client_id, client_secret, scope
         Client credentials (the secret is hidden from repr; scope optional).
+    extensions
+        SASL extensions sent with every token, ``(name, value)`` pairs.
     timeout_s
         Bound on one token request.
     """
@@ -107,9 +117,21 @@ class OAuthConfig:
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
     scope: str | None = None
+    extensions: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
+        for name, value in self.extensions:
+            if not _EXTENSION_NAME.fullmatch(name) or name == "auth":
+                raise ConfigError(
+                    f"sasl.jaas.config: SASL extension name {name!r} must be letters only "
+                    "and not 'auth'"
+                )
+            if not _EXTENSION_VALUE.fullmatch(value):
+                raise ConfigError(
+                    f"sasl.jaas.config: the value of SASL extension {name!r} must be "
+                    "printable ASCII"
+                )
         if (self.provider is None) == (self.token_endpoint_url is None):
             raise ConfigError(
                 "sasl.mechanism=OAUTHBEARER needs exactly one token source: "
@@ -158,6 +180,11 @@ class OAuthConfig:
             client_id=args.get("clientId"),
             client_secret=args.get("clientSecret"),
             scope=args.get("scope"),
+            extensions=tuple(
+                (key.removeprefix(_JAAS_EXTENSION), value)
+                for key, value in args.items()
+                if key.startswith(_JAAS_EXTENSION)
+            ),
         )
 
     @property
@@ -302,10 +329,17 @@ def current_token(config: OAuthConfig) -> OAuthToken:
         return token
 
 
-def initial_response(token: str, authzid: str = "") -> bytes:
-    """The RFC 7628 client initial response: ``n,a=<authzid>,^Aauth=Bearer <token>^A^A``."""
+def initial_response(
+    token: str, authzid: str = "", extensions: tuple[tuple[str, str], ...] = ()
+) -> bytes:
+    """The RFC 7628 client initial response.
+
+    ``n,a=<authzid>,^Aauth=Bearer <token>^A<name>=<value>^A...^A`` (``^A`` = %x01), with
+    one key/value pair per SASL extension.
+    """
     gs2 = f"n,a={authzid}," if authzid else "n,,"
-    return f"{gs2}\x01auth=Bearer {token}\x01\x01".encode()
+    pairs = "".join(f"{name}={value}\x01" for name, value in extensions)
+    return f"{gs2}\x01auth=Bearer {token}\x01{pairs}\x01".encode()
 
 
 def challenge_status(challenge: bytes) -> str:
@@ -328,16 +362,19 @@ def _jwt_subject(token: str) -> str | None:
     return sub if isinstance(sub, str) and sub else None
 
 
-def librdkafka_oauth_cb(config: OAuthConfig) -> Callable[[object], tuple[str, float, str]]:
+def librdkafka_oauth_cb(
+    config: OAuthConfig,
+) -> Callable[[object], tuple[str, float, str, dict[str, str]]]:
     """confluent-kafka's ``oauth_cb`` for this token source.
 
     librdkafka calls it for a token and again at 80 % of the token's lifetime; it answers
-    ``(token, expiry in seconds since the epoch, principal name)``.
+    ``(token, expiry in seconds since the epoch, principal name, SASL extensions)``.
     """
 
-    def oauth_cb(_sasl_oauthbearer_config: object) -> tuple[str, float, str]:
+    def oauth_cb(_sasl_oauthbearer_config: object) -> tuple[str, float, str, dict[str, str]]:
         token = current_token(config)
         expires_at = token.expires_at or time.time() + _UNKNOWN_LIFETIME_S
-        return token.value, expires_at, _jwt_subject(token.value) or "kafka_txn"
+        principal = _jwt_subject(token.value) or "kafka_txn"
+        return token.value, expires_at, principal, dict(config.extensions)
 
     return oauth_cb

@@ -40,6 +40,9 @@ class OAuthBearerMechanism:
         self._error = error
         self._clock = clock
         self.user: str | None = None
+        #: The client's SASL extensions (KIP-342), accepted as Kafka's unsecured validator
+        #: accepts every one.
+        self.extensions: dict[str, str] = {}
 
     def step(self, token: bytes) -> tuple[bytes, bool]:
         """Validate the client's initial response; complete the exchange or raise."""
@@ -58,7 +61,7 @@ class OAuthBearerMechanism:
         pairs: dict[str, str] = {}
         for item in rest[:-2].split("\x01"):
             key, eq, value = item.partition("=")
-            if not eq or key in pairs:
+            if not eq or key in pairs or not key.isascii() or not key.isalpha():
                 raise self._error("malformed OAUTHBEARER key/value pairs")
             pairs[key] = value
         auth = pairs.get("auth", "")
@@ -70,6 +73,7 @@ class OAuthBearerMechanism:
         if authzid and authzid[2:] != sub:
             raise self._error("the authorization id does not match the token's subject")
         self.user = sub
+        self.extensions = {k: v for k, v in pairs.items() if k != "auth"}
         return b"", True
 
 

@@ -40,13 +40,17 @@ lint: $(STAMP)
 # The Apache Kafka leg: every test of these directories that talks to the session's
 # cluster, against a single-node Apache Kafka ($(APACHE_KAFKA_TESTS)).
 APACHE_KAFKA_TESTS := tests/spark tests/writer tests/client tests/broker tests/reader
+# Run in the first (local master) leg only: what they check is the same in every session.
+ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/test_parity_writer.py
 
 test: lint kcat maven
 	$(PY) -m pytest
 	# The Spark tests again with separate executor JVMs, then through Spark Connect
-	# (tests that run their own Spark in a child process ran once above).
-	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark -m "not own_spark"
-	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark"
+	# (tests that run their own Spark in a child process ran once above; so did the
+	# comparisons with Spark's built-in connector, which test what the options mean, the
+	# same in every session).
+	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
+	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
 	# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 	KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 	# The smoke suite on the older PySpark releases, each in a fresh virtual environment.

@@ -1,6 +1,7 @@
 """A Kafka → kafka_txn → kafka_txn query run in its own process (killed by the tests).
 
 Usage: python -m tests.spark.writer_job BOOTSTRAP SOURCE SINK CHECKPOINT PREFIX PARTITIONS
+[NAME=VALUE ...] (more writer options, e.g. deliveryGuarantee=at_least_once)
 The query repartitions its input into PARTITIONS Spark partitions (round robin), so a
 restart with another number distributes the rows differently, then runs availableNow.
 """
@@ -13,7 +14,8 @@ from tests.support.spark import child_session
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, source, sink, checkpoint, prefix, partitions = argv
+    bootstrap, source, sink, checkpoint, prefix, partitions = argv[:6]
+    extra = dict(arg.split("=", 1) for arg in argv[6:])
     spark = child_session("kafka_txn-writer-job")
     query = (
         spark.readStream.format("kafka_txn")
@@ -28,6 +30,7 @@ def main(argv: list[str]) -> int:
         .option("topic", sink)
         .option("transactionalIdPrefix", prefix)
         .option("checkpointLocation", checkpoint)
+        .options(**extra)
         .trigger(availableNow=True)
         .start()
     )

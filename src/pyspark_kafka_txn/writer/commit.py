@@ -76,6 +76,7 @@ from pyspark_kafka_txn.writer.lingering import (
     wait_for_open_transactions,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
+from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 
 __all__ = ["commit_batch"]
 
@@ -148,6 +149,7 @@ def _decide_and_commit(
     if not handles:
         return handles
     if replayed is None:
+        refuse_other_prefix(cluster, prefix, query_id, batch)  # a changed prefix, prefix_change.py
         _check_in_time(query_id, batch, present)
     else:
         _check_recorded_not_lost(cluster, prefix, query_id, replayed)

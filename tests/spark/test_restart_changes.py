@@ -1,0 +1,294 @@
+"""What may change when a ``kafka_txn`` streaming query restarts on the same checkpoint.
+
+Each Spark case kills the driver (SIGKILL, the whole query process) after the commit
+decision of batch 0 is recorded and while its EndTxn requests are held (as in
+``test_writer_crash.py``), so that the restart finds a batch decided but not finished, then
+restarts with a changed setting. An independent read_committed consumer checks the output.
+
+* number of Spark partitions: ``test_writer_crash.py::
+  test_kill_after_decision_rolls_forward_with_other_partitioning`` (4 → 3), and again here
+  with the topic change;
+* ``topic`` and ``kafka.transaction.timeout.ms``: the decided batch is rolled forward into
+  the old topic, the next batch goes to the new one, with the new timeout;
+* ``transactionalIdPrefix``: refused while the old prefix decided the batch (nothing
+  written twice, nothing left open); accepted once the batch was finished with the old
+  prefix;
+* ``deliveryGuarantee`` exactly_once → at_least_once: the decided batch is written again in
+  full; what was committed of it before the crash is there twice (at least once).
+
+The detection of a changed prefix (:mod:`pyspark_kafka_txn.writer.prefix_change`) is also
+tested directly against the cluster, without Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import end_transaction
+from pyspark_kafka_txn.demo.child import local_spark_env
+from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.wire import END_TXN
+from pyspark_kafka_txn.writer.decision import (
+    Decision,
+    read_decision,
+    withdraw_decision,
+    write_decision,
+)
+from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
+from tests.spark.kafka_data import reference_rows
+from tests.spark.writer_kit import wait_until
+from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
+from tests.support.spark import kill_everything
+from tests.support.target import KafkaTarget
+from tests.support.txns import committed_batches, leave_open, open_transactions
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+SINK_PARTITIONS = 3
+
+
+# -- the changed-prefix detection, against the cluster --------------------------------------
+
+
+def test_another_prefix_deciding_this_or_a_later_batch_is_refused(kafka: KafkaTarget) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1)
+    query = str(uuid.uuid4())
+    old, new = f"old-{uuid.uuid4().hex[:8]}-", f"new-{uuid.uuid4().hex[:8]}-"
+    with ClusterClient(bs) as cluster:
+        refuse_other_prefix(cluster, new, query, 0)  # nothing anywhere (e.g. a migration)
+        decision = write_decision(cluster, old, query, 3, {}, (topic, 0), None)
+        for batch in (3, 2):  # batch 3 decided under the old prefix, or a later one
+            with pytest.raises(ConfigError) as refused:
+                refuse_other_prefix(cluster, new, query, batch)
+            text = str(refused.value)
+            assert "transactionalIdPrefix" in text and f"'{old}'" in text, text
+            assert f"restart the query once with transactionalIdPrefix '{old}'" in text, text
+        refuse_other_prefix(cluster, new, query, 4)  # batch 3 finished: the next one is free
+        refuse_other_prefix(cluster, old, query, 3)  # its own prefix is not "another"
+        refuse_other_prefix(cluster, new, str(uuid.uuid4()), 3)  # another query id
+        withdraw_decision(cluster, old, query, decision)
+        refuse_other_prefix(cluster, new, query, 3)  # withdrawn: nothing of it is visible
+
+
+def test_another_prefix_left_open_undecided_is_aborted(kafka: KafkaTarget) -> None:
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1)
+    query = str(uuid.uuid4())
+    old, new = f"old-{uuid.uuid4().hex[:8]}-", f"new-{uuid.uuid4().hex[:8]}-"
+    other_query = f"{old}{uuid.uuid4()}-0"
+    leave_open(bs, f"{old}{query}-0", topic, 0, [b"undecided"], timeout_ms=600_000)
+    leave_open(bs, other_query, topic, 0, [b"other query"], timeout_ms=600_000)
+    with ClusterClient(bs) as cluster:
+        refuse_other_prefix(cluster, new, query, 0)
+    # This query's transaction under the old prefix is aborted; another query's is not.
+    assert list(open_transactions(bs, old)) == [other_query]
+
+
+# -- restarts of a real query ---------------------------------------------------------------
+
+
+def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``tests.spark.writer_job`` with ``args``, in a process group of its own.
+
+    A ``PYTHONPATH`` of this process comes first (a test may run a modified copy of the
+    package), then the checkout.
+    """
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.writer_job", *args],
+            cwd=ROOT,
+            env=local_spark_env(PYTHONPATH=path),
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _run(log: Path, *args: str) -> int:
+    """Run the query to its end; return its exit code."""
+    proc = _start(log, *args)
+    return proc.wait(240)
+
+
+def _until(proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]) -> T:
+    def alive() -> T | None:
+        assert proc.poll() is None, f"the first run ended before {what}:\n{log.read_text()[-5000:]}"
+        return probe()
+
+    return wait_until(what, alive, timeout_s=240)  # a hang detector, not a timing assertion
+
+
+def _decided(cluster: ClusterClient, prefix: str) -> tuple[str, Decision] | None:
+    for txn in find_open_transactions(cluster, prefix):
+        query = query_of(prefix, txn.transactional_id)
+        if query is None:
+            continue
+        decision = read_decision(cluster, prefix, query, batch=0)
+        if decision is not None and decision.batch == 0 and decision.handles:
+            return query, decision
+    return None
+
+
+def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
+    """A source topic (2 partitions, two committed transactions of 30 records)."""
+    source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
+    return source, _more(kafka, source, tag)
+
+
+def _more(kafka: KafkaTarget, source: str, tag: str) -> Counter[bytes]:
+    """30 more records in ``source``, in two transactions; return them."""
+    batches = [[(i % 2, f"{tag}-{n}-{i}".encode()) for i in range(15)] for n in range(2)]
+    committed_batches(kafka.bootstrap_servers, source, batches)
+    return Counter(v for b in batches for _, v in b)
+
+
+def _killed_after_decision(
+    kafka: KafkaTarget, tmp_path: Path, commit: str, *args: str
+) -> tuple[str, Decision]:
+    """Run the query (``args`` as for the job, with the fault bootstrap servers first) until
+    batch 0 is decided and its EndTxn held, kill it; then commit ``commit`` ("one" or
+    "all") of the recorded transactions by hand, as if those EndTxn had gone through."""
+    bs = kafka.bootstrap_servers
+    prefix = args[3]
+    log = tmp_path / "first.log"
+    stall = kafka.stall(END_TXN)
+    first = _start(log, kafka.fault_bootstrap_servers, *args)
+    try:
+        with ClusterClient(bs) as cluster:
+            query, decision = _until(
+                first, log, "the decision record", lambda: _decided(cluster, prefix)
+            )
+        _until(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
+    finally:
+        kill_everything(first)
+        kafka.clear_faults()
+    assert len(decision.handles) >= 2, decision
+    chosen = sorted(decision.handles)[: 1 if commit == "one" else None]
+    for partition in chosen:
+        handle = decision.handles[partition].transaction
+        end_transaction(bs, handle, commit=True)
+    tids = [decision.handles[p].transaction.transactional_id for p in chosen]
+    wait_until(
+        "the hand-committed transactions to complete",
+        lambda: not set(tids) & set(open_transactions(bs, prefix)),
+    )
+    return query, decision
+
+
+def _exactly(bs: str, topic: str, expected: Counter[bytes]) -> None:
+    got = Counter(bytes(r[1]) for r in reference_rows(bs, topic, SINK_PARTITIONS))
+    assert got == expected  # every expected record exactly once, nothing else
+    assert_nothing_open(bs, topic, SINK_PARTITIONS)
+
+
+# The Spark tests run the query in a child process with its own local Spark (own_spark).
+@pytest.mark.slow
+@pytest.mark.own_spark
+def test_changed_topic_and_timeout_roll_the_decided_batch_into_the_old_topic(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source, first_records = _input(kafka, "t")
+    old = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="toldout")
+    new = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="tnewout")
+    prefix = f"topic-{uuid.uuid4().hex[:8]}-"
+    checkpoint = str(tmp_path / "chk")
+    _killed_after_decision(
+        kafka, tmp_path, "one", source, old, checkpoint, prefix, "4",
+        "kafka.transaction.timeout.ms=300000",
+    )  # fmt: skip
+    later_records = _more(kafka, source, "later")  # batch 1 of the restart
+
+    code = _run(
+        tmp_path / "second.log", bs, source, new, checkpoint, prefix, "3",
+        "kafka.transaction.timeout.ms=60000",
+    )  # fmt: skip
+    assert code == 0, (tmp_path / "second.log").read_text()[-5000:]
+    _exactly(bs, old, first_records)  # the decided batch 0, rolled forward where it was
+    _exactly(bs, new, later_records)  # batch 1, written after the restart
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, prefix) == []
+
+
+@pytest.mark.slow
+@pytest.mark.own_spark
+def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source, expected = _input(kafka, "p")
+    sink = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="pout")
+    old, new = f"pold-{uuid.uuid4().hex[:8]}-", f"pnew-{uuid.uuid4().hex[:8]}-"
+    checkpoint = str(tmp_path / "chk")
+    # Batch 0 is committed in Kafka, every transaction of it, but not in Spark's commit log.
+    _killed_after_decision(kafka, tmp_path, "all", source, sink, checkpoint, old, "4")
+    wait_lso_at_hwm(bs, sink, SINK_PARTITIONS)
+    _exactly(bs, sink, expected)
+    batch_0 = Counter(expected)
+    expected += _more(kafka, source, "p1")
+
+    # The new prefix knows nothing of batch 0: refused, nothing written twice or left open.
+    log = tmp_path / "refused.log"
+    code = _run(log, bs, source, sink, checkpoint, new, "4")
+    _exactly(bs, sink, batch_0)  # first: nothing twice (without the check: all of it twice)
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, new) == []
+    text = log.read_text()
+    assert code != 0, text[-5000:]
+    assert f"Option 'transactionalIdPrefix' changed from '{old}' to '{new}'" in text, text[-5000:]
+    assert f"restart the query once with transactionalIdPrefix '{old}'" in text, text[-5000:]
+
+    # The remedy: finish with the old prefix (batch 0 rolled forward, then batch 1) ...
+    code = _run(tmp_path / "finish.log", bs, source, sink, checkpoint, old, "4")
+    assert code == 0, (tmp_path / "finish.log").read_text()[-5000:]
+    _exactly(bs, sink, expected)
+    # ... then the new prefix writes the later batches.
+    expected += _more(kafka, source, "p2")
+    code = _run(tmp_path / "changed.log", bs, source, sink, checkpoint, new, "4")
+    assert code == 0, (tmp_path / "changed.log").read_text()[-5000:]
+    _exactly(bs, sink, expected)
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, old) == []
+        assert find_open_transactions(cluster, new) == []
+
+
+@pytest.mark.slow
+@pytest.mark.own_spark
+def test_at_least_once_after_a_decided_batch_writes_it_again(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    bs = kafka.bootstrap_servers
+    source, expected = _input(kafka, "d")
+    sink = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="dout")
+    prefix = f"dg-{uuid.uuid4().hex[:8]}-"
+    checkpoint = str(tmp_path / "chk")
+    _killed_after_decision(kafka, tmp_path, "one", source, sink, checkpoint, prefix, "4")
+
+    code = _run(
+        tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "4",
+        "deliveryGuarantee=at_least_once",
+    )  # fmt: skip
+    assert code == 0, (tmp_path / "second.log").read_text()[-5000:]
+    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, SINK_PARTITIONS))
+    assert set(got) == set(expected)  # every record at least once, nothing else
+    twice = sorted(v for v, n in got.items() if n == 2)
+    assert set(got.values()) == {1, 2}, got
+    # Twice: the records of the one transaction committed before the crash.
+    assert 0 < len(twice) < sum(expected.values()), twice
+    assert_nothing_open(bs, sink, SINK_PARTITIONS)
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, prefix) == []

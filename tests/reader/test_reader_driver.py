@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
+from confluent_kafka import Consumer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pyspark_kafka_txn.client.errors import ConfigError, KafkaTxnError
@@ -36,6 +37,7 @@ from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.clients import txn_producer, watermarks
+from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, tid
@@ -469,3 +471,42 @@ def test_large_records_are_read_in_batches_of_bounded_bytes(
         *range(7),
         *range(8, 13),
     ]
+
+
+# --------------------------------------------------------------------------- commitOffsetsToGroup
+
+
+def test_commit_to_a_group_with_live_members_is_a_warning_and_the_query_goes_on(
+    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka refuses offsets from outside a group that has members: the reader logs it,
+    names the group, and goes on planning (the offsets are for lag tools only)."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1)
+    committed_batches(bs, topic, [[(0, b"a"), (0, b"b")]])
+    group = f"busy-{topic}"
+    member = Consumer({"bootstrap.servers": bs, "group.id": group, "session.timeout.ms": 60000})
+    try:
+        member.subscribe([topic])
+        wait_until("the consumer joins its group", lambda: member.poll(0.2) or member.assignment())
+        reader = stream_reader(bs, topic, startingOffsets="earliest", commitOffsetsToGroup=group)
+        caplog.set_level(logging.WARNING, logger="pyspark_kafka_txn.reader")
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        reader.commit(end)
+        assert from_json_dict(end) == {TopicPartition(topic, 0): 3}
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings[-1] == (
+            f"committing offsets to group '{group}' was refused (UNKNOWN_MEMBER_ID): consumers "
+            "are members of that group: name a group no consumer uses (commitOffsetsToGroup; "
+            "the query goes on, lag tools see older offsets)"
+        )
+    finally:
+        member.close()
+
+
+def test_commit_offsets_to_group_is_refused_in_batch_reads() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "commitOffsetsToGroup": "g"}
+    assert parse_reader_options(base, streaming=True).offsets_group == "g"
+    with pytest.raises(ConfigError, match="'commitOffsetsToGroup' applies to streaming"):
+        parse_reader_options(base, streaming=False)

@@ -147,7 +147,10 @@ class ReaderOptions:
     fetch_offset_num_retries, fetch_offset_retry_interval_ms
         Retries of the driver's offset look-ups.
     group_id_prefix, group_id
-        The consumer group id (never used to commit offsets).
+        The consumer group id of the executors' consumers (never used to commit offsets).
+    offsets_group
+        ``commitOffsetsToGroup`` (streaming): the group each completed micro-batch's end
+        offsets are committed to, for lag tools; None: none.
     isolation_level
         ``read_committed`` (default) or ``read_uncommitted``.
     lso_stall_warn_ms
@@ -176,6 +179,7 @@ class ReaderOptions:
     fetch_offset_retry_interval_ms: int
     group_id_prefix: str
     group_id: str | None
+    offsets_group: str | None
     isolation_level: str
     lso_stall_warn_ms: int
     kafka_params: Mapping[str, str]
@@ -497,11 +501,19 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
             if name.lower() in opts:
                 logger.warning("Option '%s' is ignored in batch queries", name)
 
+    if not streaming and values["offsets_group"] is not None:
+        raise ConfigError(
+            "Option 'commitOffsetsToGroup' applies to streaming queries only: a batch read "
+            "has no completed micro-batches to commit"
+        )
     values["group_id"] = opts.get("kafka.group.id")
     if values["group_id"] is not None:
         logger.warning(
             "Kafka option 'kafka.group.id' has been set on this query: concurrent queries or "
-            "sources using the same group id may interfere; no offsets are committed to it"
+            "sources using the same group id may interfere%s",
+            ""
+            if values["group_id"] == values["offsets_group"]
+            else "; no offsets are committed to it",
         )
     values["kafka_params"] = librdkafka_params(
         opts.kafka(),

@@ -283,6 +283,15 @@ OPTIONS: tuple[Option, ...] = (
         "group_id_prefix",
     ),
     Option(
+        "commitOffsetsToGroup",
+        "reader",
+        "Streaming only: after each completed micro-batch, commit its end offsets to this "
+        "consumer group, so that `kafka-consumer-groups --describe` and lag exporters see the "
+        "query (off when unset; the query never reads them back).",
+        TEXT,
+        field="offsets_group",
+    ),
+    Option(
         "kafka.isolation.level",
         "reader",
         "`read_committed` (aborted and open transactions hidden, LSO-bounded) or "

@@ -225,6 +225,46 @@ class OffsetClient:
         result: PartitionOffsets = self._retry("list offsets", call)
         return result
 
+    def commit_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` to the consumer group ``group`` (outside any generation, as
+        ``kafka-consumer-groups --reset-offsets`` does).
+
+        Raises
+        ------
+        KafkaTxnError
+            Naming the group and what Kafka answered (e.g. the group has active members, or
+            the principal lacks READ on the group or the topic).
+        """
+        if not offsets:
+            return
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from confluent_kafka import TopicPartition as CkTopicPartition
+
+        request = ConsumerGroupTopicPartitions(
+            group,
+            [CkTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())],
+        )
+        try:
+            futures = self._admin.alter_consumer_group_offsets(
+                [request], request_timeout=_ADMIN_TIMEOUT_S
+            )
+            answer = futures[group].result()
+        except KafkaException as exc:
+            why = _redacted_error(exc, self._options)
+            raise KafkaTxnError(f"committing offsets to group {group!r} failed: {why}") from None
+        errors = {tp.error.name(): tp.error.code() for tp in answer.topic_partitions if tp.error}
+        if errors:
+            names = ", ".join(sorted(errors))
+            if any(code in AUTHORIZATION_CODES for code in errors.values()):
+                hint = f"the principal needs READ on group {group!r} and on the topics"
+            elif {"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"} & set(errors):
+                hint = "consumers are members of that group: name a group no consumer uses"
+            else:
+                hint = "Kafka's answer"
+            raise KafkaTxnError(
+                f"committing offsets to group {group!r} was refused ({names}): {hint}"
+            )
+
     def _on_error(self, err: Any) -> None:
         """librdkafka's ``error_cb``: keep the event (served by ``poll()``)."""
         from confluent_kafka import KafkaError

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
     OffsetJson,
@@ -70,6 +71,8 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         self._initial: OffsetJson | None = None
         #: Where the next micro-batch starts, for a ``latestOffset()`` without arguments.
         self._next_start: OffsetJson | None = None
+        #: The offsets last committed to ``commitOffsetsToGroup``.
+        self._group_committed: PartitionOffsets | None = None
         self._stalls = (
             LsoStallMonitor(options.lso_stall_warn_ms)
             if options.read_committed and options.lso_stall_warn_ms > 0
@@ -123,6 +126,9 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
             end = self._latest_offset(start, self.getDefaultReadLimit())
             self._next_start = end
             return end
+        # Spark plans a micro-batch only once the previous one completed: ``start`` is the
+        # end of a completed batch (or the query's start), also after a restart.
+        self._commit_to_group(start)
         return self._latest_offset(start, limit)
 
     def _latest_offset(self, start: OffsetJson, limit: ReadLimit) -> OffsetJson:
@@ -229,7 +235,34 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         return self._tasks(begin, until)
 
     def commit(self, end: OffsetJson) -> None:
-        """Nothing to do: Spark's checkpoint owns the offsets; nothing is committed to Kafka."""
+        """A micro-batch ended at ``end`` is complete (its sink committed it).
+
+        Spark's checkpoint owns the offsets. With ``commitOffsetsToGroup`` they are also
+        committed to that consumer group, for lag tools only. Spark calls this when it plans
+        the next micro-batch, and never for the last one of an ``availableNow`` run, so
+        :meth:`latestOffset` commits its ``start`` too (the next run commits that batch).
+        """
+        self._commit_to_group(end)
+
+    def _commit_to_group(self, completed: OffsetJson) -> None:
+        """Commit ``completed`` to ``commitOffsetsToGroup`` unless already committed; a
+        failure is logged as a WARNING and the query goes on (it never reads them back)."""
+        group = self.options.offsets_group
+        if group is None:
+            return
+        offsets = from_json_dict(completed)
+        if offsets == self._group_committed:
+            return
+        try:
+            self._offsets().commit_group_offsets(group, offsets)
+        except KafkaTxnError as exc:
+            logger.warning(
+                "%s (commitOffsetsToGroup; the query goes on, lag tools see older offsets)",
+                exc,
+            )
+            return
+        self._group_committed = offsets
+        logger.debug("committed the offsets of a completed micro-batch to group %r", group)
 
     def stop(self) -> None:
         """Drop the driver's Kafka handle."""

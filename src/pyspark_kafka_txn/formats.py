@@ -29,7 +29,9 @@ Only :mod:`pyspark_kafka_txn.errors` and the version are imported: the reader's
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark_kafka_txn._version import __version__
 from pyspark_kafka_txn.errors import FormatVersionError
@@ -91,6 +93,42 @@ class DurableFormat:
             else f"No version of pyspark-kafka-txn writes {self.name} format {found}"
         )
         raise self.error(f"has format {found}", whose, found=found, remedy=remedy)
+
+    def decode(self, metadata: str | None, key: str, whose: str) -> dict[str, Any] | None:
+        """The fields of a record of this format kept as JSON text (offset-commit metadata).
+
+        Parameters
+        ----------
+        metadata
+            The text as read back.
+        key
+            The field holding the version (``"f"``, ``"w"``).
+        whose
+            Names the record in an error message (:meth:`check`).
+
+        Returns
+        -------
+        dict or None
+            The decoded fields; None for metadata that is not a record of ours (none, not
+            JSON, or no integer under ``key``).
+
+        Raises
+        ------
+        FormatVersionError
+            If the record's version is one this package does not read.
+        """
+        if not metadata:
+            return None
+        try:
+            fields = json.loads(metadata)
+        except ValueError:
+            return None
+        found = version_field(fields, key)
+        if found is None:
+            return None
+        self.check(found, whose)
+        decoded: dict[str, Any] = fields
+        return decoded
 
     def error(
         self, what: str, whose: str, *, found: int | None = None, remedy: str | None = None

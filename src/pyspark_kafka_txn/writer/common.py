@@ -24,7 +24,7 @@ import json
 from pyspark_kafka_txn.client.admin import TransactionDescription, fetch_offsets
 from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.formats import BATCH_MARKER, version_field
+from pyspark_kafka_txn.formats import BATCH_MARKER
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.decision import Handle
 
@@ -102,15 +102,7 @@ def check_marker(metadata: str | None, tid: str) -> None:
     FormatVersionError
         If ``"w"`` is a format this package does not read (a newer one wrote it).
     """
-    if not metadata:
-        return
-    try:
-        fields = json.loads(metadata)
-    except ValueError:
-        return
-    found = version_field(fields, "w")
-    if found is not None:
-        BATCH_MARKER.check(found, f"of transactional id {tid} (group {tid})")
+    BATCH_MARKER.decode(metadata, "w", f"of transactional id {tid} (group {tid})")
 
 
 def read_marker(cluster: ClusterClient, tid: str, *, stable: bool = True) -> int | None:

@@ -37,7 +37,7 @@ from pyspark_kafka_txn.client.admin import commit_offsets, fetch_offsets
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from pyspark_kafka_txn.errors import KafkaTxnError
-from pyspark_kafka_txn.formats import DECISION_RECORD, version_field
+from pyspark_kafka_txn.formats import DECISION_RECORD
 from pyspark_kafka_txn.writer.ids import decision_group, transactional_id
 
 __all__ = [
@@ -115,16 +115,9 @@ def parse_header(metadata: str | None, whose: str) -> Header | None:
     KafkaTxnError
         If a header of a format it reads lacks a field.
     """
-    if not metadata:
+    fields = DECISION_RECORD.decode(metadata, "f", whose)
+    if fields is None:
         return None
-    try:
-        fields = json.loads(metadata)
-    except ValueError:
-        return None
-    found = version_field(fields, "f")
-    if found is None:
-        return None
-    DECISION_RECORD.check(found, whose)
     try:
         return Header(
             int(fields["b"]),

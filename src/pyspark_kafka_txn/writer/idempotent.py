@@ -44,7 +44,7 @@ from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError
-from pyspark_kafka_txn.formats import CLAIM, version_field
+from pyspark_kafka_txn.formats import CLAIM
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.common import TxnState, holds_open, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
@@ -126,16 +126,9 @@ def parse_claim(metadata: str | None, anchor: tuple[str, int], whose: str) -> Cl
     FormatVersionError
         If ``"f"`` is a format this package does not read (a newer one wrote it).
     """
-    if not metadata:
+    fields = CLAIM.decode(metadata, "f", whose)
+    if fields is None:
         return None
-    try:
-        fields = json.loads(metadata)
-    except ValueError:
-        return None
-    found = version_field(fields, "f")
-    if found is None:
-        return None
-    CLAIM.check(found, whose)
     try:
         return Claim(str(fields["r"]), int(fields["v"]), int(fields["t"]), anchor)
     except (KeyError, TypeError, ValueError):

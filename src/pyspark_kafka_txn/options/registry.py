@@ -438,7 +438,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "kafka.security.protocol, kafka.ssl.\\*, kafka.sasl.\\*",
         "both",
-        "TLS and SASL (PLAIN, SCRAM) as for Spark's connector; stores must be PEM.",
+        "TLS and SASL (PLAIN, SCRAM, OAUTHBEARER) as for Spark's connector; stores must be "
+        "PEM; OAUTHBEARER takes a token provider or OIDC client credentials "
+        "([Signing in](sign-in.md)).",
         shown="`PLAINTEXT`",
     ),
 )

@@ -39,9 +39,9 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions
-from pyspark_kafka_txn.client.errors import BrokerError, authorization_error
+from pyspark_kafka_txn.client.errors import authorization_error
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.errors import AuthorizationError, ConfigError
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError, ConfigError
 from pyspark_kafka_txn.wire import LIST_GROUPS
 from pyspark_kafka_txn.writer.common import OPEN_STATES
 from pyspark_kafka_txn.writer.decision import read_decision

@@ -44,11 +44,13 @@ APACHE_KAFKA_TESTS := tests/spark tests/writer tests/client tests/broker tests/r
 ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/test_parity_writer.py
 
 test: lint kcat maven
-	$(PY) -m pytest
+	# Everything, against the embedded cluster; the tests that kill the Spark driver
+	# (marker driver_kill) run in the Apache Kafka leg below instead.
+	KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
 	# The Spark tests again with separate executor JVMs, then through Spark Connect
-	# (tests that run their own Spark in a child process ran once above; so did the
-	# comparisons with Spark's built-in connector, which test what the options mean, the
-	# same in every session).
+	# (tests that run their own Spark in a child process run once: above, or the driver
+	# kills in the Apache Kafka leg; the comparisons with Spark's built-in connector ran
+	# above, as they test what the options mean, the same in every session).
 	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
 	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
 	# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.

@@ -258,6 +258,7 @@ def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
 
 
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_kill_after_the_write_committed_before_the_commit_log(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -280,6 +281,7 @@ def test_kill_after_the_write_committed_before_the_commit_log(
 
 
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_kill_inside_the_write(kafka: KafkaTarget, tmp_path: Path) -> None:
     """Task 0 prepared its transaction, task 1 still writing: the whole query is killed."""
     bs = kafka.bootstrap_servers
@@ -301,6 +303,7 @@ def test_kill_inside_the_write(kafka: KafkaTarget, tmp_path: Path) -> None:
 
 
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_replay_after_the_decision_with_rows_in_other_partitions(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -339,6 +342,7 @@ def test_replay_after_the_decision_with_rows_in_other_partitions(
 
 
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_foreach_batch_writing_two_topics(kafka: KafkaTarget, tmp_path: Path) -> None:
     """Killed between the batch's two writes (the first committed): the replay skips the
     first topic's write and does the second's; every batch reaches both topics once."""

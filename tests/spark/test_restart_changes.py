@@ -198,6 +198,7 @@ def _exactly(bs: str, topic: str, expected: Counter[bytes]) -> None:
 # The Spark tests run the query in a child process with its own local Spark (own_spark).
 @pytest.mark.slow
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_changed_topic_and_timeout_roll_the_decided_batch_into_the_old_topic(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -226,6 +227,7 @@ def test_changed_topic_and_timeout_roll_the_decided_batch_into_the_old_topic(
 
 @pytest.mark.slow
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -268,6 +270,7 @@ def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
 
 @pytest.mark.slow
 @pytest.mark.own_spark
+@pytest.mark.driver_kill
 def test_at_least_once_after_a_decided_batch_writes_it_again(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:

@@ -45,7 +45,7 @@ from tests.support.txns import committed_batches, open_transactions
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 # The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
-pytestmark = pytest.mark.own_spark
+pytestmark = [pytest.mark.own_spark, pytest.mark.driver_kill]
 
 
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -10,13 +10,46 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.monitoring import LagListener, SourceLag, source_lags
 from tests.support.apache_kafka.tools import kafka_tool
-from tests.support.hang import HANG_S, wait_until
+from tests.support.hang import HANG_S, LONG_HANG_S, wait_until
 from tests.support.spark import Batches
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches
+
+
+def _run_four_offsets_a_batch(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    tmp_path: Path,
+    name: str | None = None,
+    **options: str,
+) -> StreamingQuery:
+    """An ``availableNow`` run of ``topic`` from the earliest offsets, 4 offsets a
+    micro-batch, into a foreachBatch sink, on the checkpoint ``tmp_path/ckpt``."""
+    reader = (
+        spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "4")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    writer = reader.load().writeStream.foreachBatch(Batches(spark, tmp_path / "out").sink())
+    if name is not None:
+        writer = writer.queryName(name)
+    query = (
+        writer.option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(LONG_HANG_S), "the AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    return query
 
 
 def test_lag_listener_reports_each_micro_batch_exactly(
@@ -31,21 +64,7 @@ def test_lag_listener_reports_each_micro_batch_exactly(
     spark.streams.addListener(listener)
     try:
         with caplog.at_level(logging.INFO, logger="pyspark_kafka_txn.monitoring"):
-            query = (
-                spark.readStream.format("kafka_txn")
-                .option("kafka.bootstrap.servers", bs)
-                .option("subscribe", topic)
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", "4")
-                .load()
-                .writeStream.foreachBatch(Batches(spark, tmp_path / "out").sink())
-                .option("checkpointLocation", str(tmp_path / "ckpt"))
-                .queryName("lagged")
-                .trigger(availableNow=True)
-                .start()
-            )
-            assert query.awaitTermination(120), "the AvailableNow query did not finish"
-            assert query.exception() is None, query.exception()
+            query = _run_four_offsets_a_batch(spark, bs, topic, tmp_path, name="lagged")
             # Listener events arrive after the batches, on Spark's listener thread.
             wait_until("three progress events at the listener", lambda: len(seen) >= 3)
     finally:
@@ -104,21 +123,7 @@ def test_completed_micro_batches_are_committed_to_a_group_for_lag_tools(
     committed_batches(bs, topic, [[(0, b"a")] * 5 + [(1, b"b")] * 3])
 
     def run() -> list[dict[int, int]]:
-        query = (
-            spark.readStream.format("kafka_txn")
-            .option("kafka.bootstrap.servers", bs)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "4")
-            .option("commitOffsetsToGroup", group)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120), "the AvailableNow query did not finish"
-        assert query.exception() is None, query.exception()
+        query = _run_four_offsets_a_batch(spark, bs, topic, tmp_path, commitOffsetsToGroup=group)
         return [
             {int(p): o for p, o in json.loads(progress["sources"][0]["endOffset"])[topic].items()}
             for progress in query.recentProgress

@@ -27,9 +27,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -40,21 +38,18 @@ from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import (
     Decision,
-    read_decision,
     withdraw_decision,
     write_decision,
 )
-from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import wait_until
+from tests.spark.writer_kit import decided_batch_0, until_alive, wait_until
 from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, leave_open, open_transactions
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 SINK_PARTITIONS = 3
 
@@ -124,25 +119,6 @@ def _run(log: Path, *args: str) -> int:
     return proc.wait(240)
 
 
-def _until(proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]) -> T:
-    def alive() -> T | None:
-        assert proc.poll() is None, f"the first run ended before {what}:\n{log.read_text()[-5000:]}"
-        return probe()
-
-    return wait_until(what, alive, timeout_s=240)  # a hang detector, not a timing assertion
-
-
-def _decided(cluster: ClusterClient, prefix: str) -> tuple[str, Decision] | None:
-    for txn in find_open_transactions(cluster, prefix):
-        query = query_of(prefix, txn.transactional_id)
-        if query is None:
-            continue
-        decision = read_decision(cluster, prefix, query, batch=0)
-        if decision is not None and decision.batch == 0 and decision.handles:
-            return query, decision
-    return None
-
-
 def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
     """A source topic (2 partitions, two committed transactions of 30 records)."""
     source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
@@ -169,10 +145,10 @@ def _killed_after_decision(
     first = _start(log, kafka.fault_bootstrap_servers, *args)
     try:
         with ClusterClient(bs) as cluster:
-            query, decision = _until(
-                first, log, "the decision record", lambda: _decided(cluster, prefix)
+            query, decision = until_alive(
+                first, log, "the decision record", lambda: decided_batch_0(cluster, prefix)
             )
-        _until(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
+        until_alive(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
     finally:
         kill_everything(first)
         kafka.clear_faults()

@@ -22,9 +22,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -32,17 +30,16 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.wire import END_TXN, OFFSET_COMMIT
-from pyspark_kafka_txn.writer.decision import Decision, read_decision
+from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import wait_until
+from tests.spark.writer_kit import decided_batch_0, until_alive, wait_until
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 # The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
 pytestmark = [pytest.mark.own_spark, pytest.mark.driver_kill]
@@ -59,28 +56,6 @@ def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-
-
-def _until(proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]) -> T:
-    """Wait for ``probe`` while the first run is alive (its log shown if it ended)."""
-
-    def alive() -> T | None:
-        assert proc.poll() is None, f"the first run ended before {what}:\n{log.read_text()[-5000:]}"
-        return probe()
-
-    return wait_until(what, alive, timeout_s=240)  # a hang detector, not a timing assertion
-
-
-def _decided(cluster: ClusterClient, prefix: str) -> tuple[str, Decision] | None:
-    """The query id and batch-0 decision of the open transactions under ``prefix``."""
-    for txn in find_open_transactions(cluster, prefix):
-        query = query_of(prefix, txn.transactional_id)
-        if query is None:
-            continue
-        decision = read_decision(cluster, prefix, query, batch=0)
-        if decision is not None and decision.batch == 0 and decision.handles:
-            return query, decision
-    return None
 
 
 def _input(kafka: KafkaTarget, tag: str) -> tuple[str, str, Counter[bytes]]:
@@ -105,10 +80,10 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
     try:
         with ClusterClient(bs) as cluster:
-            _, decision = _until(
-                first, log, "the decision record", lambda: _decided(cluster, prefix)
+            _, decision = until_alive(
+                first, log, "the decision record", lambda: decided_batch_0(cluster, prefix)
             )
-        _until(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
+        until_alive(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
     finally:
         kill_everything(first)
         kafka.clear_faults()
@@ -148,7 +123,7 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     stall = kafka.stall(OFFSET_COMMIT)
     first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
     try:
-        _until(first, log, "an attempt to record the decision", lambda: stall.hits > 0 or None)
+        until_alive(first, log, "an attempt to record the decision", lambda: stall.hits > 0 or None)
     finally:
         kill_everything(first)
         kafka.clear_faults()

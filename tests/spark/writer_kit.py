@@ -9,6 +9,7 @@ executor JVMs, Spark Connect) because every process runs on this machine.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
-from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.writer.decision import Decision, read_decision
+from pyspark_kafka_txn.writer.ids import query_of, transactional_id
+from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.support import hang
 from tests.support.hang import LONG_HANG_S
 from tests.support.txns import open_transactions
@@ -146,3 +150,29 @@ def pipeline(
         )
 
     return start
+
+
+def until_alive(
+    proc: subprocess.Popen[bytes], log: Path, what: str, probe: Callable[[], T | None]
+) -> T:
+    """Wait for ``probe`` while the query's first run (``proc``, logging to ``log``) is
+    alive; fail with the end of its log if it ended first."""
+
+    def alive() -> T | None:
+        assert proc.poll() is None, f"the first run ended before {what}:\n{log.read_text()[-5000:]}"
+        return probe()
+
+    return wait_until(what, alive, timeout_s=LONG_HANG_S)  # a hang detector
+
+
+def decided_batch_0(cluster: ClusterClient, prefix: str) -> tuple[str, Decision] | None:
+    """The query id and batch-0 decision of the open transactions under ``prefix``, once
+    the driver has recorded it."""
+    for txn in find_open_transactions(cluster, prefix):
+        query = query_of(prefix, txn.transactional_id)
+        if query is None:
+            continue
+        decision = read_decision(cluster, prefix, query, batch=0)
+        if decision is not None and decision.batch == 0 and decision.handles:
+            return query, decision
+    return None

@@ -1,10 +1,11 @@
 """Spark reads and writes exactly once over SASL/OAUTHBEARER (issue 26 item 5).
 
-The embedded cluster's one listener is SASL_PLAINTEXT with OAUTHBEARER only (unsecured
-JWTs). The streaming reader takes its token from a provider (``module:function``, called
-in Spark's Python workers), the writer and a batch read from OIDC client credentials
-served by a local token endpoint in this process; every record of the input arrives
-exactly once, and the client secret appears in no progress, error or option ``repr``.
+The cluster's one client listener is SASL_PLAINTEXT with OAUTHBEARER only (unsecured
+JWTs): the embedded cluster, then Apache Kafka itself. The streaming reader takes its
+token from a provider (``module:function``, called in Spark's Python workers), the
+writer and a batch read from OIDC client credentials served by a local token endpoint in
+this process; every record of the input arrives exactly once, and the client secret
+appears in no progress, error or option ``repr``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
 from tests.spark.writer_kit import HANG_S, pipeline
 from tests.support.acls import INPUT, committed_values, input_values
+from tests.support.apache_kafka import ApacheKafka, Security
 from tests.support.clusters import CheckedKafka
 from tests.support.oauth import oauth_jaas, token_endpoint
 from tests.support.txns import committed_batches
@@ -32,11 +35,18 @@ SASL = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OA
 PROVIDER = {**SASL, "kafka.sasl.oauthbearer.token.provider": "tests.support.oauth:alice_token"}
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[EmbeddedKafka]:
-    security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("OAUTHBEARER",))
-    with CheckedKafka(security=security) as k:
-        yield k
+@pytest.fixture(scope="module", params=["embedded", "apache"])
+def oauth_cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka | ApacheKafka]:
+    """A cluster whose one client listener is SASL_PLAINTEXT with OAUTHBEARER only:
+    the embedded cluster, then Apache Kafka with its default unsecured JWT validation."""
+    if request.param == "embedded":
+        security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("OAUTHBEARER",))
+        with CheckedKafka(security=security) as embedded:
+            yield embedded
+        return
+    apache = Security(protocol="SASL_PLAINTEXT", mechanisms=("OAUTHBEARER",), users={"admin": ""})
+    with ApacheKafka(security=apache) as cluster:
+        yield cluster
 
 
 def _librdkafka(options: dict[str, str]) -> dict[str, Any]:
@@ -46,11 +56,14 @@ def _librdkafka(options: dict[str, str]) -> dict[str, Any]:
 
 
 def test_read_and_write_exactly_once_over_oauthbearer(
-    spark: SparkSession, kafka: EmbeddedKafka, tmp_path: Path
+    spark: SparkSession, oauth_cluster: EmbeddedKafka | ApacheKafka, tmp_path: Path
 ) -> None:
+    kafka = oauth_cluster
     source, sink = (f"oauth-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("in", "out"))
-    kafka.create_topic(source, 2)
-    kafka.create_topic(sink, 2)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, **_librdkafka(PROVIDER)})
+    created = admin.create_topics([NewTopic(name, 2) for name in (source, sink)])
+    for future in created.values():
+        future.result(HANG_S)
     committed_batches(kafka.bootstrap_servers, source, INPUT, **_librdkafka(PROVIDER))
     with token_endpoint(CLIENT, SECRET) as endpoint:
         credentials = {

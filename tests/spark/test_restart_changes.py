@@ -35,7 +35,6 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import (
     Decision,
     withdraw_decision,
@@ -44,9 +43,8 @@ from pyspark_kafka_txn.writer.decision import (
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import decided_batch_0, until_alive, wait_until
+from tests.spark.writer_kit import killed_after_decision, wait_until
 from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
-from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, leave_open, open_transactions
 
@@ -141,17 +139,9 @@ def _killed_after_decision(
     bs = kafka.bootstrap_servers
     prefix = args[3]
     log = tmp_path / "first.log"
-    stall = kafka.stall(END_TXN)
-    first = _start(log, kafka.fault_bootstrap_servers, *args)
-    try:
-        with ClusterClient(bs) as cluster:
-            query, decision = until_alive(
-                first, log, "the decision record", lambda: decided_batch_0(cluster, prefix)
-            )
-        until_alive(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
-    finally:
-        kill_everything(first)
-        kafka.clear_faults()
+    query, decision = killed_after_decision(
+        kafka, lambda fault_bs: _start(log, fault_bs, *args), log, prefix
+    )
     assert len(decision.handles) >= 2, decision
     chosen = sorted(decision.handles)[: 1 if commit == "one" else None]
     for partition in chosen:

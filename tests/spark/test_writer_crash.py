@@ -29,12 +29,12 @@ import pytest
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transaction
 from pyspark_kafka_txn.demo.child import local_spark_env
-from pyspark_kafka_txn.wire import END_TXN, OFFSET_COMMIT
+from pyspark_kafka_txn.wire import OFFSET_COMMIT
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import decided_batch_0, until_alive, wait_until
+from tests.spark.writer_kit import killed_after_decision, until_alive, wait_until
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
@@ -76,17 +76,9 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     checkpoint = str(tmp_path / "chk")
     log = tmp_path / "first.log"
 
-    stall = kafka.stall(END_TXN)
-    first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
-    try:
-        with ClusterClient(bs) as cluster:
-            _, decision = until_alive(
-                first, log, "the decision record", lambda: decided_batch_0(cluster, prefix)
-            )
-        until_alive(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
-    finally:
-        kill_everything(first)
-        kafka.clear_faults()
+    _, decision = killed_after_decision(
+        kafka, lambda bs: _start(log, bs, source, sink, checkpoint, prefix, "4"), log, prefix
+    )
     assert len(decision.handles) >= 2, decision
     # Nothing of the batch is visible yet: every transaction is still open.
     assert reference_rows(bs, sink, 3) == []

@@ -20,11 +20,14 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.support import hang
 from tests.support.hang import LONG_HANG_S
+from tests.support.spark import kill_everything
+from tests.support.target import KafkaTarget
 from tests.support.txns import open_transactions
 
 T = TypeVar("T")
@@ -176,3 +179,28 @@ def decided_batch_0(cluster: ClusterClient, prefix: str) -> tuple[str, Decision]
         if decision is not None and decision.batch == 0 and decision.handles:
             return query, decision
     return None
+
+
+def killed_after_decision(
+    kafka: KafkaTarget, start: Callable[[str], subprocess.Popen[bytes]], log: Path, prefix: str
+) -> tuple[str, Decision]:
+    """Run a query's first run with every EndTxn stalled, kill it (SIGKILL, whole process
+    group) once its driver has recorded the batch-0 decision and sent its first EndTxn,
+    and return the query id and that decision: a batch decided but not finished.
+
+    ``start(bootstrap)`` starts the run against ``bootstrap`` (the stalling one), logging
+    to ``log``.
+    """
+    bs = kafka.bootstrap_servers
+    stall = kafka.stall(END_TXN)
+    first = start(kafka.fault_bootstrap_servers)
+    try:
+        with ClusterClient(bs) as cluster:
+            query, decision = until_alive(
+                first, log, "the decision record", lambda: decided_batch_0(cluster, prefix)
+            )
+        until_alive(first, log, "the driver's first EndTxn", lambda: stall.hits > 0 or None)
+    finally:
+        kill_everything(first)
+        kafka.clear_faults()
+    return query, decision

@@ -28,6 +28,7 @@ from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.bad_options import CASES, SECRET
+from tests.support.lso import wait_lso_at_hwm
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 
@@ -371,6 +372,7 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     prefix = f"disc{int(fail)}-{time.time_ns()}"
     first = kafka.create_topic(partitions=1, prefix=prefix)
     committed_batches(bs, first, [[(0, b"a")]])
+    wait_lso_at_hwm(bs, first, 1)  # the commit returns before the markers are written
     source = KafkaTxnDataSource(
         {
             "kafka.bootstrap.servers": bs,
@@ -383,6 +385,7 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     assert start == {first: {"0": 2}}
     second = kafka.create_topic(partitions=2, prefix=prefix)
     committed_batches(bs, second, [[(0, b"b"), (1, b"c")]])
+    wait_lso_at_hwm(bs, second, 2)
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == {
         first: {"0": 2},

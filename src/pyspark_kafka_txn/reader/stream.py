@@ -240,7 +240,8 @@ class KafkaStreamReader(KafkaReader, DataSourceStreamReader, SupportsTriggerAvai
         Spark's checkpoint owns the offsets. With ``commitOffsetsToGroup`` they are also
         committed to that consumer group, for lag tools only. Spark calls this when it plans
         the next micro-batch, and never for the last one of an ``availableNow`` run, so
-        :meth:`latestOffset` commits its ``start`` too (the next run commits that batch).
+        :meth:`latestOffset` commits its ``start`` too (Spark asks for more data after
+        that last batch, which commits it in the same run).
         """
         self._commit_to_group(end)
 

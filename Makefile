@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat maven bench chaos compat spark-versions clean
+.PHONY: demo test lint check-python venv kcat maven bench bench-compare chaos compat spark-versions clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -94,6 +94,12 @@ bench: $(STAMP)
 	$(PY) bench/client_producer.py
 	$(PY) bench/writer_overhead.py
 	$(PY) bench/writer_commit.py
+
+# kafka_txn side by side with Spark's built-in format("kafka") on Apache Kafka (both from
+# Maven Central, cached outside the repository): reader, writer, end-to-end latency, with
+# the goals met or missed. About 30 minutes; BENCH_ARGS="--quick" for a try-out.
+bench-compare: $(STAMP) maven
+	$(PY) bench/compare.py --report bench-compare.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -298,9 +298,19 @@ def create_topics(bootstrap: str, partitions: int) -> tuple[str, str]:
 
 
 def measure(
-    spark: Any, bootstrap: str, mode: str, rate: int, options: dict[str, str], args: Any
+    spark: Any,
+    bootstrap: str,
+    mode: str,
+    rate: int,
+    options: dict[str, str],
+    args: Any,
+    start: Any = None,
 ) -> Run:
-    """Run ``mode`` at ``rate``: warm up, measure, drain, check exactly once."""
+    """Run ``mode`` at ``rate``: warm up, measure, drain, check exactly once.
+
+    ``start`` starts the Spark query (the arguments of :func:`start_query`, which is the
+    default); ``bench/compare.py`` passes one for Spark's built-in connector.
+    """
     source, sink = create_topics(bootstrap, args.partitions)
     variant = " ".join(f"{k}={v}" for k, v in options.items())
     run = Run(mode, rate, "" if mode == CONFLUENT else variant)
@@ -310,7 +320,7 @@ def measure(
         loop.start()
         loop.ready.wait(60)
     else:
-        query = start_query(spark, bootstrap, source, sink, mode, options, args)
+        query = (start or start_query)(spark, bootstrap, source, sink, mode, options, args)
         deadline = time.monotonic() + 120
         while query.lastProgress is None:  # the query resolved its start offsets
             if time.monotonic() > deadline:

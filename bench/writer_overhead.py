@@ -182,6 +182,8 @@ class CpuMeter:
         self.tick = os.sysconf("SC_CLK_TCK")
         self._first: dict[tuple[int, int], int] = {}
         self._last: dict[tuple[int, int], int] = {}
+        #: The root each measured process descends from (a root is its own).
+        self._root: dict[tuple[int, int], int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -206,6 +208,7 @@ class CpuMeter:
             if ancestor in self.roots:
                 self._first.setdefault(key, ticks if self._thread is None else 0)
                 self._last[key] = ticks
+                self._root[key] = ancestor
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -215,6 +218,7 @@ class CpuMeter:
         """Take the first sample and start sampling."""
         self._first.clear()
         self._last.clear()
+        self._root.clear()
         self._stop.clear()
         self._thread = None
         self._sample()  # processes alive now count from here; later ones from 0
@@ -229,6 +233,14 @@ class CpuMeter:
         self._sample()
         self._thread = None
         return sum(self._last[k] - self._first[k] for k in self._last) / self.tick
+
+    def used_by(self, root: int) -> float:
+        """CPU seconds of the last measured span used by ``root`` and its descendants that
+        are not below another root (e.g. the broker's, when it is a child of this process)."""
+        return (
+            sum(self._last[k] - self._first[k] for k in self._last if self._root[k] == root)
+            / self.tick
+        )
 
 
 # --------------------------------------------------------------------------- spark

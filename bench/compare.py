@@ -1,0 +1,744 @@
+"""``kafka_txn`` side by side with Spark's built-in ``format("kafka")``, on Apache Kafka.
+
+One command (``make bench-compare``), one run, one ``local[2]`` SparkSession holding both
+connectors (the built-in one's jars come from Maven Central through
+``tests/support/spark_kafka.py``), one single-node Apache Kafka cluster started from its
+jars (``tests/support/apache_kafka``). Every comparison is a set of interleaved rounds
+(the order of the contenders rotates each round); a ratio is taken within a round and
+the report gives the median over the rounds with the range.
+
+**Reader.** Two topics of 4 partitions written in committed transactions (1M x 100 B and
+100k x 10 KiB values, 8-byte distinct keys) are read, batch (``spark.read`` → ``noop``)
+and streaming (``trigger(availableNow=True)`` → ``noop``), by
+
+* ``kafka_txn`` with its defaults (read_committed),
+* ``format("kafka")`` with ``kafka.isolation.level=read_committed``,
+* the **floor**: a Python data source that yields the same rows from memory in Arrow
+  batches (what Spark itself costs for any Python source to deliver them).
+
+**Writer.** The 1M x 100 B topic is copied to a fresh topic by a streaming query
+(``format("kafka")`` reader, read_committed, ``maxOffsetsPerTrigger`` 250,000: four
+micro-batches, ``availableNow``) into ``kafka_txn`` exactly_once, ``kafka_txn``
+at_least_once, ``format("kafka")`` (at least once), and ``noop`` (the reading alone). The
+input side is the same for all four, so the differences are the writers'. Wall time and
+CPU seconds per million records of everything on the Spark side (driver, executors,
+Python workers) are reported, beside the broker's CPU. The exactly-once overhead is
+exactly_once over at_least_once in CPU time within a round.
+
+**End to end.** A feeder produces 1,000 and 20,000 records/s of 100 B into a topic; a
+query copies it to another (``trigger(processingTime="0 seconds")``, defaults
+otherwise); a read_committed consumer measures produce → visible, p50/p95/p99
+(``bench/latency.py`` does the measuring): ``kafka_txn`` → ``kafka_txn`` exactly_once
+against ``format("kafka")`` → ``format("kafka")`` (at least once).
+
+Every run is checked: the streaming reads count their rows, the writes are read back by
+a read_committed librdkafka consumer (exactly the input count), the latency runs check
+every record arrived exactly once. Example::
+
+    make bench-compare
+    .venv/bin/python bench/compare.py --quick            # small sizes, 1 round: a try-out
+    .venv/bin/python bench/compare.py --sections reader --rounds 5 --report out.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+
+from tests.support.apache_kafka.cluster import ApacheKafka
+from tests.support.spark_kafka import connector
+
+import latency
+from _verify import committed_count
+from writer_overhead import CpuMeter
+
+TXN = "kafka_txn"
+BUILTIN = 'format("kafka")'
+FLOOR = "floor"
+EXACTLY_ONCE = "kafka_txn exactly_once"
+AT_LEAST_ONCE = "kafka_txn at_least_once"
+BUILTIN_WRITER = 'format("kafka") (at least once)'
+READING_ONLY = "noop (reading only)"
+PARTITIONS = 4
+KEY_SIZE = 8
+ARROW_ROWS = 10_000
+
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 500_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "compression.type": "none",
+}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A topic of ``records`` values of ``size`` bytes."""
+
+    records: int
+    size: int
+    topic: str = ""
+
+    @property
+    def label(self) -> str:
+        size = f"{self.size // 1024} KiB" if self.size >= 1024 else f"{self.size} B"
+        return f"{self.records:,} x {size}"
+
+
+@dataclass
+class Measure:
+    """One timed run."""
+
+    section: str
+    case: str
+    contender: str
+    round: int
+    records: int
+    wall_s: float
+    spark_cpu_s: float = 0.0
+    broker_cpu_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def say(line: str = "") -> None:
+    """One line of the report on standard output, at once."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def rotated(items: Sequence[str], by: int) -> list[str]:
+    """``items`` rotated left by ``by``: each round starts with another contender."""
+    k = by % len(items)
+    return [*items[k:], *items[:k]]
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def spark_session(jars: str) -> Any:
+    """One ``local[2]`` SparkSession with both connectors."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka_txn-vs-builtin")
+        .config("spark.jars", jars)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(floor_source())
+    return spark
+
+
+def create_topic(bootstrap: str, prefix: str) -> str:
+    """A fresh topic of :data:`PARTITIONS` partitions."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(60)
+    return name
+
+
+def fill(bootstrap: str, data: Dataset) -> Dataset:
+    """Write ``data`` to a fresh topic in committed transactions of 50,000 records."""
+    topic = create_topic(bootstrap, f"cmp-{data.records}x{data.size}")
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-cmp-{uuid.uuid4().hex[:8]}",
+            "on_delivery": on_delivery,
+            **PRODUCER_SETTINGS,
+        }
+    )
+    producer.init_transactions(60)
+    value = os.urandom(data.size)
+    for first in range(0, data.records, 50_000):
+        producer.begin_transaction()
+        for n in range(first, min(first + 50_000, data.records)):
+            while True:
+                try:
+                    producer.produce(topic, value, b"%08d" % n, n % PARTITIONS)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+        producer.commit_transaction(300)
+    if errors:
+        raise RuntimeError(f"filling {topic} failed: {errors[0]}")
+    return Dataset(data.records, data.size, topic)
+
+
+def floor_source() -> Any:
+    """A Python data source (batch and streaming) yielding rows of the reader's schema
+    from memory: ``counts`` (JSON: rows per partition), ``value_size``, ``key_size``."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+    )
+
+    from pyspark_kafka_txn.schema import spark_schema
+
+    def batches(partition: Any, value_size: int, key_size: int) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from pyspark_kafka_txn.schema import arrow_schema
+
+        p, rows = partition.value
+        value, key = b"v" * value_size, b"k" * key_size
+        for first in range(0, rows, ARROW_ROWS):
+            n = min(ARROW_ROWS, rows - first)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([key] * n, pa.binary()),
+                    pa.array([value] * n, pa.binary()),
+                    pa.array(["topic"] * n, pa.string()),
+                    pa.array([p] * n, pa.int32()),
+                    pa.array(range(first, first + n), pa.int64()),
+                    pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                    pa.array([0] * n, pa.int32()),
+                ],
+                schema=arrow_schema(False),
+            )
+
+    class Floor:
+        def __init__(self, options: dict[str, str]) -> None:
+            self.counts = {int(p): n for p, n in json.loads(options["counts"]).items()}
+            self.value_size = int(options["value_size"])
+            self.key_size = int(options["key_size"])
+
+        def partitions(self, *_: Any) -> list[InputPartition]:
+            return [InputPartition((p, n)) for p, n in sorted(self.counts.items())]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            return batches(partition, self.value_size, self.key_size)
+
+    class FloorBatch(Floor, DataSourceReader):
+        pass
+
+    class FloorStream(Floor, DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": 0}
+
+        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": 1}
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_floor"
+
+        def schema(self) -> Any:
+            return spark_schema(False)
+
+        def reader(self, schema: Any) -> FloorBatch:
+            return FloorBatch(dict(self.options))
+
+        def streamReader(self, schema: Any) -> FloorStream:  # noqa: N802 - Spark's API
+            return FloorStream(dict(self.options))
+
+    return FloorSource
+
+
+# --------------------------------------------------------------------------- reader
+
+
+def reader(spark: Any, bootstrap: str, data: Dataset, contender: str, stream: bool) -> Any:
+    """The DataFrame ``contender`` reads ``data`` with, batch or streaming."""
+    r = spark.readStream if stream else spark.read
+    if contender == FLOOR:
+        share = data.records // PARTITIONS
+        counts = {p: share + (1 if p < data.records % PARTITIONS else 0) for p in range(PARTITIONS)}
+        return (
+            r.format("bench_floor")
+            .option("counts", json.dumps(counts))
+            .option("value_size", str(data.size))
+            .option("key_size", str(KEY_SIZE))
+            .load()
+        )
+    r = (
+        r.format("kafka_txn" if contender == TXN else "kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", data.topic)
+        .option("startingOffsets", "earliest")
+    )
+    if contender == BUILTIN:
+        r = r.option("kafka.isolation.level", "read_committed")
+    return r.load()
+
+
+def timed(
+    cpu: CpuMeter, broker_pid: int, run: Callable[[], int]
+) -> tuple[int, float, float, float]:
+    """Run ``run`` (returning its record count); (records, wall s, Spark CPU s, broker CPU s)."""
+    cpu.start()
+    started = time.monotonic()
+    records = run()
+    wall = time.monotonic() - started
+    total = cpu.stop()
+    broker = cpu.used_by(broker_pid)
+    return records, wall, total - broker, broker
+
+
+def stream_to(df: Any, writer: Callable[[Any], Any]) -> Any:
+    """Start ``writer(df.writeStream)`` with ``availableNow`` and a fresh checkpoint; wait."""
+    with tempfile.TemporaryDirectory(prefix="bench-cmp-ckpt-") as ckpt:
+        query = (
+            writer(df.writeStream).option("checkpointLocation", ckpt).trigger(availableNow=True)
+        ).start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"the query failed: {query.exception()}")
+        return query
+
+
+def rows_of(query: Any) -> int:
+    """The rows a finished streaming query read, from its progress."""
+    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
+def read_once(spark: Any, bootstrap: str, data: Dataset, contender: str, stream: bool) -> int:
+    """One read of ``data`` into ``noop``; returns the rows read (batch: the input size)."""
+    df = reader(spark, bootstrap, data, contender, stream)
+    if stream:
+        got = rows_of(stream_to(df, lambda w: w.format("noop")))
+        if got != data.records:
+            raise RuntimeError(f"{contender} read {got} of {data.records} records of {data.label}")
+        return got
+    df.write.format("noop").mode("overwrite").save()
+    return data.records
+
+
+def reader_section(
+    spark: Any, bootstrap: str, broker_pid: int, cpu: CpuMeter, sets: list[Dataset], rounds: int
+) -> list[Measure]:
+    """Every dataset, batch and streaming, by the three contenders, ``rounds`` rounds."""
+    found: list[Measure] = []
+    for r in range(rounds):
+        for data in sets:
+            for stream in (False, True):
+                case = f"{data.label}, {'availableNow' if stream else 'batch'}"
+                for who in rotated((TXN, BUILTIN, FLOOR), r):
+
+                    def run(d: Dataset = data, w: str = who, s: bool = stream) -> int:
+                        return read_once(spark, bootstrap, d, w, s)
+
+                    n, wall, scpu, bcpu = timed(cpu, broker_pid, run)
+                    found.append(Measure("reader", case, who, r, n, wall, scpu, bcpu))
+                    say(f"  reader round {r + 1}: {case}: {who}: {wall:.1f} s, {scpu:.1f} CPU s")
+    return found
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def write_once(spark: Any, bootstrap: str, data: Dataset, contender: str, sink: str) -> int:
+    """Copy ``data`` to the empty topic ``sink`` with ``contender``; return the rows read."""
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", data.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max(1, data.records // 4)))
+        .load()
+        .select("key", "value")
+    )
+
+    def writer(w: Any) -> Any:
+        if contender == READING_ONLY:
+            return w.format("noop")
+        if contender == BUILTIN_WRITER:
+            return (
+                w.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+            )
+        guarantee = "exactly_once" if contender == EXACTLY_ONCE else "at_least_once"
+        return (
+            w.format("kafka_txn")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink)
+            .option("deliveryGuarantee", guarantee)
+            .option("transactionalIdPrefix", f"bench-cmp-{uuid.uuid4().hex[:8]}-")
+        )
+
+    got = rows_of(stream_to(df, writer))
+    if got != data.records:
+        raise RuntimeError(f"{contender} read {got} of {data.records} input records")
+    return got
+
+
+def writer_section(
+    spark: Any, bootstrap: str, broker_pid: int, cpu: CpuMeter, data: Dataset, rounds: int
+) -> list[Measure]:
+    """The four writers on ``data``, ``rounds`` rounds; every output read back."""
+    found: list[Measure] = []
+    contenders = (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, READING_ONLY)
+    for r in range(rounds):
+        for who in rotated(contenders, r):
+            sink = create_topic(bootstrap, "cmp-out")
+            n, wall, scpu, bcpu = timed(
+                cpu, broker_pid, lambda w=who, t=sink: write_once(spark, bootstrap, data, w, t)
+            )
+            if who != READING_ONLY:
+                _check_written(bootstrap, sink, data.records)
+            found.append(Measure("writer", data.label, who, r, n, wall, scpu, bcpu))
+            say(f"  writer round {r + 1}: {who}: {wall:.1f} s, {scpu:.1f} CPU s")
+    return found
+
+
+def _check_written(bootstrap: str, sink: str, expected: int) -> None:
+    got = committed_count(bootstrap, sink, PARTITIONS)
+    if got != expected:
+        raise RuntimeError(f"{sink}: {got} records for read_committed, {expected} expected")
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def builtin_pipeline(
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    _mode: str,
+    _options: dict[str, str],
+    args: Any,
+) -> Any:
+    """``format("kafka")`` (read_committed) → ``format("kafka")``, started (defaults)."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-cmp-latency-")
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", source)
+        .option("startingOffsets", "latest")
+        .load()
+        .select("key", "value")
+    )
+    return (
+        df.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=args.trigger)
+        .start()
+    )
+
+
+def latency_section(
+    spark: Any, bootstrap: str, rates: list[int], rounds: int, args: argparse.Namespace
+) -> list[Measure]:
+    """Both pipelines at every rate, ``rounds`` interleaved rounds."""
+    found: list[Measure] = []
+    lat_args = argparse.Namespace(
+        partitions=PARTITIONS,
+        trigger="0 seconds",
+        warmup=args.warmup,
+        duration=args.duration,
+        loop_commit_ms=100,
+    )
+    starts = {EXACTLY_ONCE: latency.start_query, BUILTIN_WRITER: builtin_pipeline}
+    for r in range(rounds):
+        for rate in rates:
+            for who in rotated((EXACTLY_ONCE, BUILTIN_WRITER), r):
+                mode = "exactly_once" if who == EXACTLY_ONCE else who
+                options = args.reader_options if who == EXACTLY_ONCE else {}
+                run = latency.measure(
+                    spark, bootstrap, mode, rate, options, lat_args, start=starts[who]
+                )
+                pct = {f"p{q}": run.pct(q / 100) for q in (50, 95, 99)}
+                for phase, values in run.phases.items():
+                    pct[phase] = statistics.median(values) if values else 0.0
+                found.append(
+                    Measure("latency", f"{rate:,} records/s", who, r, run.produced, 0.0, extra=pct)
+                )
+                say(
+                    f"  latency round {r + 1}: {rate}/s: {who}: p50 {pct['p50']:.0f} ms, "
+                    f"p95 {pct['p95']:.0f} ms, p99 {pct['p99']:.0f} ms; micro-batch "
+                    f"{pct.get('triggerExecution', 0):.0f} ms, addBatch "
+                    f"{pct.get('addBatch', 0):.0f} ms"
+                )
+    return found
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _median_range(values: list[float], fmt: str = "{:.2f}") -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def _per_round(found: list[Measure], section: str, case: str) -> dict[int, dict[str, Measure]]:
+    rounds: dict[int, dict[str, Measure]] = {}
+    for m in found:
+        if m.section == section and m.case == case:
+            rounds.setdefault(m.round, {})[m.contender] = m
+    return rounds
+
+
+def _ratios(
+    rounds: dict[int, dict[str, Measure]], num: str, den: str, value: Callable[[Measure], float]
+) -> list[float]:
+    return [
+        value(by[num]) / value(by[den])
+        for by in rounds.values()
+        if num in by and den in by and value(by[den]) > 0
+    ]
+
+
+def _cases(found: list[Measure], section: str) -> list[str]:
+    return list(dict.fromkeys(m.case for m in found if m.section == section))
+
+
+def reader_table(found: list[Measure]) -> list[str]:
+    """Records/s of each contender and the two ratios, per case."""
+
+    def rate(m: Measure) -> float:
+        return m.records / m.wall_s
+
+    lines = [
+        '| read | kafka_txn | format("kafka") | floor | kafka_txn ÷ built-in | kafka_txn ÷ floor |',
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for case in _cases(found, "reader"):
+        rounds = _per_round(found, "reader", case)
+        cells = [
+            _median_range([rate(by[c]) / 1e3 for by in rounds.values() if c in by], "{:.0f}")
+            + "k/s"
+            for c in (TXN, BUILTIN, FLOOR)
+        ]
+        vs_builtin = _median_range(_ratios(rounds, TXN, BUILTIN, rate))
+        vs_floor = _median_range(_ratios(rounds, TXN, FLOOR, rate))
+        lines.append(f"| {case} | {' | '.join(cells)} | {vs_builtin} | {vs_floor} |")
+    return lines
+
+
+def writer_table(found: list[Measure]) -> list[str]:
+    """Wall time, records/s, CPU s per M records; ratios to the built-in writer."""
+    lines = [
+        "| writer | records/s | Spark CPU s per M records | broker CPU s per M | "
+        "records/s ÷ built-in |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in _cases(found, "writer"):
+        rounds = _per_round(found, "writer", case)
+        for who in (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, READING_ONLY):
+            ms = [by[who] for by in rounds.values() if who in by]
+            rate = _median_range([m.records / m.wall_s / 1e3 for m in ms], "{:.0f}") + "k"
+            cpu = _median_range([m.spark_cpu_s * 1e6 / m.records for m in ms], "{:.1f}")
+            bcpu = _median_range([m.broker_cpu_s * 1e6 / m.records for m in ms], "{:.1f}")
+            ratio = _median_range(
+                _ratios(rounds, who, BUILTIN_WRITER, lambda m: m.records / m.wall_s)
+            )
+            lines.append(f"| {who} | {rate} | {cpu} | {bcpu} | {ratio} |")
+    return lines
+
+
+def latency_table(found: list[Measure]) -> list[str]:
+    """Percentiles per rate and pipeline (medians over the rounds)."""
+    lines = [
+        "| rate | pipeline | p50 ms | p95 ms | p99 ms | micro-batch ms | addBatch ms | "
+        "walCommit + commitOffsets ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in _cases(found, "latency"):
+        rounds = _per_round(found, "latency", case)
+        for who in (EXACTLY_ONCE, BUILTIN_WRITER):
+            ms = [by[who] for by in rounds.values() if who in by]
+            cells = [
+                _median_range([m.extra.get(q, 0.0) for m in ms], "{:.0f}")
+                for q in ("p50", "p95", "p99", "triggerExecution", "addBatch")
+            ]
+            logs = [m.extra.get("walCommit", 0.0) + m.extra.get("commitOffsets", 0.0) for m in ms]
+            cells.append(_median_range(logs, "{:.0f}"))
+            lines.append(f"| {case} | {who} | {' | '.join(cells)} |")
+    return lines
+
+
+def goals(found: list[Measure]) -> list[str]:
+    """Each goal of the comparison with the median measured and whether it is met."""
+
+    def rate(m: Measure) -> float:
+        return m.records / m.wall_s
+
+    out: list[str] = ["| goal | measured (median, range) | met |", "|---|---|---|"]
+
+    def row(goal: str, values: list[float], ok: Callable[[float], bool]) -> None:
+        if values:
+            med = statistics.median(values)
+            out.append(f"| {goal} | {_median_range(values)} | {'yes' if ok(med) else '**no**'} |")
+
+    for case in _cases(found, "reader"):
+        rounds = _per_round(found, "reader", case)
+        if "availableNow" in case and "KiB" in case:
+            row(
+                f"streaming read ≥ 1.0x built-in ({case})",
+                _ratios(rounds, TXN, BUILTIN, rate),
+                lambda v: v >= 1.0,
+            )
+        if "availableNow" in case and "KiB" not in case:
+            row(
+                f"streaming read ≥ 0.9x floor ({case})",
+                _ratios(rounds, TXN, FLOOR, rate),
+                lambda v: v >= 0.9,
+            )
+    for case in _cases(found, "writer"):
+        rounds = _per_round(found, "writer", case)
+        row(
+            "exactly-once writer ≥ 0.8x built-in writer (records/s)",
+            _ratios(rounds, EXACTLY_ONCE, BUILTIN_WRITER, rate),
+            lambda v: v >= 0.8,
+        )
+        overhead = [
+            v - 1
+            for v in _ratios(
+                rounds, EXACTLY_ONCE, AT_LEAST_ONCE, lambda m: m.spark_cpu_s + m.broker_cpu_s
+            )
+        ]
+        row("exactly-once CPU overhead over at_least_once ≤ 0.03", overhead, lambda v: v <= 0.03)
+    for case in _cases(found, "latency"):
+        rounds = _per_round(found, "latency", case)
+        row(
+            f"exactly-once p99 ÷ built-in p99 ≤ 1 ({case})",
+            _ratios(rounds, EXACTLY_ONCE, BUILTIN_WRITER, lambda m: m.extra["p99"]),
+            lambda v: v <= 1.0,
+        )
+    return out
+
+
+def report(found: list[Measure], header: list[str]) -> str:
+    """The whole report in Markdown."""
+    parts = [*header, ""]
+    if any(m.section == "reader" for m in found):
+        parts += [
+            "### Reader (records/s, median of the rounds, range)",
+            "",
+            *reader_table(found),
+            "",
+        ]
+    if any(m.section == "writer" for m in found):
+        parts += ["### Writer", "", *writer_table(found), ""]
+    if any(m.section == "latency" for m in found):
+        parts += ["### End to end, produce → visible", "", *latency_table(found), ""]
+    parts += ["### Goals", "", *goals(found), ""]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--sections", default="reader,writer,latency", help="of reader, writer, latency")
+    p.add_argument("--rounds", type=int, default=3, help="reader rounds (≥ 3)")
+    p.add_argument("--writer-rounds", type=int, default=5, help="writer rounds (≥ 5)")
+    p.add_argument("--latency-rounds", type=int, default=3)
+    p.add_argument("--rates", default="1000,20000", help="end-to-end records/s, comma-separated")
+    p.add_argument("--warmup", type=float, default=15.0, help="latency: seconds before measuring")
+    p.add_argument("--duration", type=float, default=25.0, help="latency: seconds measured")
+    p.add_argument("--kafka-version", help="Apache Kafka release (default: the tests' default)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a kafka_txn reader option for the end-to-end pipeline (repeatable)",
+    )
+    p.add_argument("--quick", action="store_true", help="small topics, one round each: a try-out")
+    p.add_argument("--report", help="also write the Markdown report here")
+    p.add_argument("--json", help="write every measured run here")
+    args = p.parse_args(argv)
+    args.reader_options = dict(o.split("=", 1) for o in args.option)
+    if args.quick:
+        args.rounds = args.writer_rounds = args.latency_rounds = 1
+        args.warmup, args.duration = 10.0, 10.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start Apache Kafka and Spark, run the sections, print the report."""
+    args = parse_args(argv)
+    sections = set(args.sections.split(","))
+    scale = 10 if args.quick else 1
+    plan = [Dataset(1_000_000 // scale, 100), Dataset(100_000 // scale, 10 * 1024)]
+    found: list[Measure] = []
+    conn = connector()
+    import pyspark
+
+    with ApacheKafka(1, version=args.kafka_version) as kafka:
+        bootstrap = kafka.bootstrap_servers
+        node = kafka.nodes[0]
+        assert node.process is not None
+        broker_pid = node.process.pid
+        header = [
+            f"`bench/compare.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
+            f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; PySpark "
+            f"{pyspark.__version__}, Apache Kafka {kafka.version} (1 node), {conn.note}.",
+        ]
+        say(header[0])
+        sets = [fill(bootstrap, d) for d in plan] if sections & {"reader", "writer"} else []
+        spark = spark_session(conn.spark_jars)
+        cpu = CpuMeter(broker_pid)
+        warm = fill(bootstrap, Dataset(1000, 100))
+        say("warming up (every contender once on a small topic, not measured)")
+        for who in (TXN, BUILTIN, FLOOR):
+            for stream in (False, True):
+                read_once(spark, bootstrap, warm, who, stream)
+        for who in (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER):
+            sink = create_topic(bootstrap, "cmp-out")
+            write_once(spark, bootstrap, warm, who, sink)
+            _check_written(bootstrap, sink, warm.records)
+        if "reader" in sections:
+            found += reader_section(spark, bootstrap, broker_pid, cpu, sets, args.rounds)
+        if "writer" in sections:
+            found += writer_section(spark, bootstrap, broker_pid, cpu, sets[0], args.writer_rounds)
+        if "latency" in sections:
+            rates = [int(r) for r in args.rates.split(",")]
+            found += latency_section(spark, bootstrap, rates, args.latency_rounds, args)
+        spark.stop()
+    text = report(found, header)
+    say("\n" + text)
+    if args.report:
+        Path(args.report).write_text(text + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(m) for m in found], indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,7 +99,7 @@ bench: $(STAMP)
 # Maven Central, cached outside the repository): reader, writer, end-to-end latency, with
 # the goals met or missed. About 30 minutes; BENCH_ARGS="--quick" for a try-out.
 bench-compare: $(STAMP) maven
-	$(PY) bench/compare.py --report bench-compare.md $(BENCH_ARGS)
+	$(PY) bench/compare.py --also-option minRecordsPerPartition=20000 --report bench-compare.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

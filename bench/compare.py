@@ -19,10 +19,11 @@ and streaming (``trigger(availableNow=True)`` → ``noop``), by
 **Writer.** The 1M x 100 B topic is copied to a fresh topic by a streaming query
 (``format("kafka")`` reader, read_committed, ``maxOffsetsPerTrigger`` 250,000: four
 micro-batches, ``availableNow``) into ``kafka_txn`` exactly_once, ``kafka_txn``
-at_least_once, ``format("kafka")`` (at least once), and ``noop`` (the reading alone). The
-input side is the same for all four, so the differences are the writers'. Wall time and
-CPU seconds per million records of everything on the Spark side (driver, executors,
-Python workers) are reported, beside the broker's CPU. The exactly-once overhead is
+at_least_once, ``format("kafka")`` (at least once), a Python sink that drops the Arrow
+batches it is handed (the floor: what Spark costs for any Python sink) and ``noop`` (the
+reading alone). The input side is the same for all, so the differences are the writers'.
+Wall time and CPU seconds per million records of everything on the Spark side (driver,
+executors, Python workers) are reported, beside the broker's CPU. The exactly-once overhead is
 exactly_once over at_least_once in CPU time within a round.
 
 **End to end.** A feeder produces 1,000 and 20,000 records/s of 100 B into a topic; a
@@ -65,7 +66,7 @@ from tests.support.spark_kafka import connector
 
 import latency
 from _verify import committed_count
-from writer_overhead import CpuMeter
+from writer_overhead import CpuMeter, null_sink
 
 TXN = "kafka_txn"
 BUILTIN = 'format("kafka")'
@@ -74,6 +75,7 @@ EXACTLY_ONCE = "kafka_txn exactly_once"
 AT_LEAST_ONCE = "kafka_txn at_least_once"
 BUILTIN_WRITER = 'format("kafka") (at least once)'
 READING_ONLY = "noop (reading only)"
+NULL_SINK = "null Python sink (floor)"
 PARTITIONS = 4
 KEY_SIZE = 8
 ARROW_ROWS = 10_000
@@ -151,6 +153,7 @@ def spark_session(jars: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(floor_source())
+    spark.dataSource.register(null_sink())
     return spark
 
 
@@ -377,6 +380,8 @@ def write_once(spark: Any, bootstrap: str, data: Dataset, contender: str, sink: 
     def writer(w: Any) -> Any:
         if contender == READING_ONLY:
             return w.format("noop")
+        if contender == NULL_SINK:
+            return w.format("bench_null_sink")
         if contender == BUILTIN_WRITER:
             return (
                 w.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
@@ -401,14 +406,14 @@ def writer_section(
 ) -> list[Measure]:
     """The four writers on ``data``, ``rounds`` rounds; every output read back."""
     found: list[Measure] = []
-    contenders = (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, READING_ONLY)
+    contenders = (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, NULL_SINK, READING_ONLY)
     for r in range(rounds):
         for who in rotated(contenders, r):
             sink = create_topic(bootstrap, "cmp-out")
             n, wall, scpu, bcpu = timed(
                 cpu, broker_pid, lambda w=who, t=sink: write_once(spark, bootstrap, data, w, t)
             )
-            if who != READING_ONLY:
+            if who not in (READING_ONLY, NULL_SINK):
                 _check_written(bootstrap, sink, data.records)
             found.append(Measure("writer", data.label, who, r, n, wall, scpu, bcpu))
             say(f"  writer round {r + 1}: {who}: {wall:.1f} s, {scpu:.1f} CPU s")
@@ -563,7 +568,7 @@ def writer_table(found: list[Measure]) -> list[str]:
     ]
     for case in _cases(found, "writer"):
         rounds = _per_round(found, "writer", case)
-        for who in (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, READING_ONLY):
+        for who in (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, NULL_SINK, READING_ONLY):
             ms = [by[who] for by in rounds.values() if who in by]
             rate = _median_range([m.records / m.wall_s / 1e3 for m in ms], "{:.0f}") + "k"
             cpu = _median_range([m.spark_cpu_s * 1e6 / m.records for m in ms], "{:.1f}")

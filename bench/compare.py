@@ -30,7 +30,10 @@ exactly_once over at_least_once in CPU time within a round.
 query copies it to another (``trigger(processingTime="0 seconds")``, defaults
 otherwise); a read_committed consumer measures produce → visible, p50/p95/p99
 (``bench/latency.py`` does the measuring): ``kafka_txn`` → ``kafka_txn`` exactly_once
-against ``format("kafka")`` → ``format("kafka")`` (at least once).
+against ``format("kafka")`` → ``format("kafka")`` (at least once). Beside them, at the same
+rate, the floor of any Python pipeline: a Python source of rows from memory into the null
+Python sink, with 4 Spark partitions per micro-batch and with 1 (its micro-batch phases:
+it writes nothing a consumer could see).
 
 Every run is checked: the streaming reads count their rows, the writes are read back by
 a read_committed librdkafka consumer (exactly the input count), the latency runs check
@@ -76,6 +79,8 @@ AT_LEAST_ONCE = "kafka_txn at_least_once"
 BUILTIN_WRITER = 'format("kafka") (at least once)'
 READING_ONLY = "noop (reading only)"
 NULL_SINK = "null Python sink (floor)"
+#: The end-to-end floors: a Python source of rows from memory into the null Python sink.
+PYTHON_FLOOR = "floor: Python source -> null Python sink"
 PARTITIONS = 4
 KEY_SIZE = 8
 ARROW_ROWS = 10_000
@@ -154,6 +159,7 @@ def spark_session(jars: str) -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(floor_source())
     spark.dataSource.register(null_sink())
+    spark.dataSource.register(ticker_source())
     return spark
 
 
@@ -199,6 +205,30 @@ def fill(bootstrap: str, data: Dataset) -> Dataset:
     return Dataset(data.records, data.size, topic)
 
 
+def batches(partition: Any, value_size: int, key_size: int) -> Iterator[Any]:
+    """Arrow batches of the reader's schema for ``partition.value`` = (partition, rows)."""
+    import pyarrow as pa
+
+    from pyspark_kafka_txn.schema import arrow_schema
+
+    p, rows = partition.value
+    value, key = b"v" * value_size, b"k" * key_size
+    for first in range(0, rows, ARROW_ROWS):
+        n = min(ARROW_ROWS, rows - first)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([key] * n, pa.binary()),
+                pa.array([value] * n, pa.binary()),
+                pa.array(["topic"] * n, pa.string()),
+                pa.array([p] * n, pa.int32()),
+                pa.array(range(first, first + n), pa.int64()),
+                pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * n, pa.int32()),
+            ],
+            schema=arrow_schema(False),
+        )
+
+
 def floor_source() -> Any:
     """A Python data source (batch and streaming) yielding rows of the reader's schema
     from memory: ``counts`` (JSON: rows per partition), ``value_size``, ``key_size``."""
@@ -210,28 +240,6 @@ def floor_source() -> Any:
     )
 
     from pyspark_kafka_txn.schema import spark_schema
-
-    def batches(partition: Any, value_size: int, key_size: int) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from pyspark_kafka_txn.schema import arrow_schema
-
-        p, rows = partition.value
-        value, key = b"v" * value_size, b"k" * key_size
-        for first in range(0, rows, ARROW_ROWS):
-            n = min(ARROW_ROWS, rows - first)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([key] * n, pa.binary()),
-                    pa.array([value] * n, pa.binary()),
-                    pa.array(["topic"] * n, pa.string()),
-                    pa.array([p] * n, pa.int32()),
-                    pa.array(range(first, first + n), pa.int64()),
-                    pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                    pa.array([0] * n, pa.int32()),
-                ],
-                schema=arrow_schema(False),
-            )
 
     class Floor:
         def __init__(self, options: dict[str, str]) -> None:
@@ -270,6 +278,83 @@ def floor_source() -> Any:
             return FloorStream(dict(self.options))
 
     return FloorSource
+
+
+def ticker_source() -> Any:
+    """A Python streaming source of ``rate`` rows per second built in memory, in
+    ``partitions`` Spark partitions per micro-batch: with the null Python sink, the
+    micro-batch time of a pipeline that reads and writes nothing but Spark's own hand-overs
+    to and from Python, and the sink's ``commit()``."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from pyspark_kafka_txn.schema import spark_schema
+
+    class TickerReader(DataSourceStreamReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.rate = int(options["rate"])
+            self.parts = int(options["partitions"])
+            self.started = time.time()
+
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": 0}
+
+        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": int((time.time() - self.started) * self.rate)}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            first, last = start["offset"], end["offset"]
+            step = max(1, -(-(last - first) // self.parts))
+            return [
+                InputPartition((p, lo, min(last, lo + step)))
+                for p, lo in enumerate(range(first, last, step))
+            ]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            p, lo, hi = partition.value
+            return batches(InputPartition((p, hi - lo)), 100, KEY_SIZE)
+
+    class Ticker(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_ticker"
+
+        def schema(self) -> Any:
+            return spark_schema(False)
+
+        def streamReader(self, schema: Any) -> TickerReader:  # noqa: N802 - Spark's API
+            return TickerReader(dict(self.options))
+
+    return Ticker
+
+
+def python_floor(
+    spark: Any, rate: int, partitions: int, args: argparse.Namespace
+) -> dict[str, float]:
+    """Run the ticker → null Python sink at ``rate`` for warm-up + duration; return the
+    medians of the micro-batch phases measured (ms)."""
+    with tempfile.TemporaryDirectory(prefix="bench-cmp-floor-") as ckpt:
+        query = (
+            spark.readStream.format("bench_ticker")
+            .option("rate", str(rate))
+            .option("partitions", str(partitions))
+            .load()
+            .writeStream.format("bench_null_sink")
+            .option("checkpointLocation", ckpt)
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        measure_from = time.time() + args.warmup
+        time.sleep(args.warmup + args.duration)
+        progress = query.recentProgress
+        query.stop()
+        if query.exception() is not None:
+            raise RuntimeError(f"the floor pipeline failed: {query.exception()}")
+    phases: dict[str, list[float]] = {}
+    for prog in progress:
+        if prog["numInputRows"] and latency._epoch_s(prog["timestamp"]) >= measure_from:
+            for phase, ms in prog["durationMs"].items():
+                phases.setdefault(phase, []).append(ms)
+    return {k: statistics.median(v) for k, v in phases.items()}
 
 
 # --------------------------------------------------------------------------- reader
@@ -499,6 +584,17 @@ def latency_section(
                     f"{pct.get('triggerExecution', 0):.0f} ms, addBatch "
                     f"{pct.get('addBatch', 0):.0f} ms"
                 )
+            for parts in (PARTITIONS, 1):
+                who = f"{PYTHON_FLOOR}, {parts} Spark partition{'s' if parts > 1 else ''}"
+                phases = python_floor(spark, rate, parts, args)
+                found.append(
+                    Measure("latency", f"{rate:,} records/s", who, r, 0, 0.0, extra=phases)
+                )
+                say(
+                    f"  latency round {r + 1}: {rate}/s: {who}: micro-batch "
+                    f"{phases.get('triggerExecution', 0):.0f} ms, addBatch "
+                    f"{phases.get('addBatch', 0):.0f} ms"
+                )
     return found
 
 
@@ -592,7 +688,7 @@ def latency_table(found: list[Measure]) -> list[str]:
         for who in dict.fromkeys(m.contender for m in found if m.section == "latency"):
             ms = [by[who] for by in rounds.values() if who in by]
             cells = [
-                _median_range([m.extra.get(q, 0.0) for m in ms], "{:.0f}")
+                _median_range([m.extra[q] for m in ms if q in m.extra], "{:.0f}")
                 for q in ("p50", "p95", "p99", "triggerExecution", "addBatch")
             ]
             logs = [m.extra.get("walCommit", 0.0) + m.extra.get("commitOffsets", 0.0) for m in ms]

@@ -35,7 +35,9 @@ says. A driver that holds the *fenced* attempt's handle (commit fails loudly, th
 is exactly once) cannot be arranged deterministically through Spark; the writer's task
 and commit functions are driven directly for it in ``tests/writer/test_zombie.py``.
 The killed Python worker runs on the shared session (``local[2,2]`` retries a failed task
-once; ``local-cluster`` and Spark Connect as configured in ``conftest.py``).
+once; ``local-cluster`` and Spark Connect as configured in ``conftest.py``), and so does
+the failed attempt whose writer, which Spark does not wait for, runs on after its retry
+started (``tests/spark/attempt_race.py`` sets that order with files).
 """
 
 from __future__ import annotations
@@ -56,8 +58,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pyspark_kafka_txn.demo.child import local_spark_env
+from tests.spark.attempt_race import (
+    FIRST_DONE,
+    GATES_OPTION,
+    RETRY_READING,
+    AttemptRaceSource,
+    entered,
+)
 from tests.spark.kafka_data import Row, reference_rows
 from tests.spark.speculation_job import ROWS as SPEC_ROWS
+from tests.support.apache_kafka.tools import kafka_tool
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
@@ -189,6 +199,123 @@ def test_failed_attempt_is_retried_exactly_once(
     uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
     assert 0 < _tags(uncommitted, 0)["a0"] <= KILL_AT
     assert_nothing_open(bs, sink, 2)
+
+
+# -- a failed attempt's writer against its retry ----------------------------------------
+
+RACE_ROWS = 50  # ids per Spark partition
+#: Made by the UDF of attempt 0 of partition 0 when it raises.
+A0_FAILED = "a0-failed"
+
+
+def _fail_before_any_row(gates: Path) -> Callable[[int], str]:
+    """A UDF making each value ``"<id> a<attempt>"``; in attempt 0 of partition 0 it raises
+    at the first row, once that attempt's writer has started (before any row reached it:
+    the writer's process is there, as in the race, and has nothing to write)."""
+    writer, failed = str(entered(gates, 0, 0)), str(gates / A0_FAILED)
+
+    def tag(value: int) -> str:
+        import os
+        import time
+
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        attempt = ctx.attemptNumber()
+        if ctx.partitionId() == 0 and attempt == 0:
+            deadline = time.monotonic() + 240  # a hang detector
+            while not os.path.exists(writer):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("attempt 0's writer never started")
+                time.sleep(0.02)
+            open(failed, "w").close()
+            raise RuntimeError(f"injected failure at id {value}, before any row was written")
+        return f"{value} a{attempt}"
+
+    return tag
+
+
+def _kafka_transactions_list(kafka: KafkaTarget, prefix: str) -> dict[str, str]:
+    """Kafka's own ``kafka-transactions list`` (a Java client): the state of every
+    transactional id under ``prefix``."""
+    if kafka.apache is not None:
+        done = kafka.apache.tool("kafka-transactions", "list")
+    else:
+        done = kafka_tool("kafka-transactions", kafka.bootstrap_servers, "list")
+    assert (done.returncode, done.stderr) == (0, ""), (done.stdout, done.stderr)
+    header, *lines = [line for line in done.stdout.splitlines() if line.strip()]
+    columns = [cell.strip() for cell in header.split("\t")]
+    rows = [
+        dict(zip(columns, (c.strip() for c in line.split("\t")), strict=False)) for line in lines
+    ]
+    return {
+        r["TransactionalId"]: r["TransactionState"]
+        for r in rows
+        if r["TransactionalId"].startswith(prefix)
+    }
+
+
+def test_failed_attempt_writer_cannot_fence_its_retry(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """Attempt 0 of partition 0 fails upstream of the writer before any row reached it;
+    its writer, which Spark does not wait for, runs on *after* the retry's writer started.
+    The retry is not fenced: the job succeeds with two task failures allowed, after one.
+
+    The order is set by :mod:`tests.spark.attempt_race`, which wraps the product's writer
+    and only waits at the edges of its ``write()`` and of its input: attempt 0's writer
+    runs the product's ``write()`` once the retry's writer has asked for its first input,
+    and the retry gets that input once attempt 0's writer has ended. A writer that claims
+    its transactional id (InitProducerId) before it reads its first rows thus claims it
+    *after* the retry did and fences it: the retry fails, a second task failure, and the
+    job fails (``local[2,2]`` and Spark Connect's ``local[2,2]`` allow two; with
+    ``local-cluster``, which allows four, a third attempt shows in the count). Reading
+    first, attempt 0's writer gets no rows (Spark closed its input) and claims nothing.
+
+    Deterministic as far as Spark goes: it neither waits for nor kills a failed task's
+    Python writer (it closes the writer's input), and it runs ``write()`` before the
+    writer's input flows, so the UDF can wait for attempt 0's writer to have started.
+    """
+    spark.dataSource.register(AttemptRaceSource)
+    bs = kafka.bootstrap_servers
+    sink = kafka.create_topic(partitions=2, prefix="wrace")
+    prefix = _prefix()
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    tag = F.udf(_fail_before_any_row(gates), "string", useArrow=False).asNondeterministic()
+    df = spark.range(0, 2 * RACE_ROWS, 1, 2).select(
+        tag(F.col("id")).alias("value"),
+        F.spark_partition_id().alias("partition"),  # Spark partition p -> Kafka partition p
+    )
+    df.write.format(AttemptRaceSource.name()).option(GATES_OPTION, str(gates)).option(
+        "kafka.bootstrap.servers", bs
+    ).option("topic", sink).option("transactionalIdPrefix", prefix).mode("append").save()
+
+    # The fault happened, in that order: attempt 0 failed before its writer got a row,
+    # and its writer ran to its end while the retry waited at its first input.
+    assert (gates / A0_FAILED).exists(), "attempt 0 never failed"
+    assert (gates / RETRY_READING).exists()
+    # Attempt 0's writer ended without rows and without claiming the id: nobody held it
+    # then (the retry claims it after its first rows, which it had not got yet).
+    first = (gates / FIRST_DONE).read_text()
+    assert first.endswith("; id held by nobody"), first
+    assert first.startswith(("raised ", "returned empty;")), first
+    # One task failure: partition 0 ran twice (the retry was not fenced), partition 1 once.
+    attempts = sorted(p.name for p in gates.glob("entered-*"))
+    assert attempts == ["entered-0-0", "entered-0-1", "entered-1-0"], (attempts, first)
+
+    committed = reference_rows(bs, sink, 2)
+    _assert_exactly_once(committed, range(2 * RACE_ROWS))
+    assert _tags(committed, 0) == {"a1": RACE_ROWS}  # all of partition 0 from the retry
+    assert _tags(committed, 1) == {"a0": RACE_ROWS}
+    # Nothing else reached the log: attempt 0 never wrote, the retry wrote once.
+    uncommitted = reference_rows(bs, sink, 2, isolation="read_uncommitted")
+    assert Counter(bytes(r[1]) for r in uncommitted) == Counter(bytes(r[1]) for r in committed)
+    assert_nothing_open(bs, sink, 2)
+    listed = _kafka_transactions_list(kafka, prefix)
+    assert sorted(listed.values()) == ["CompleteCommit", "CompleteCommit"], listed
+    assert sorted(tid.rsplit("-", 1)[1] for tid in listed) == ["0", "1"], listed
 
 
 # -- speculation on a standalone cluster -------------------------------------------------

@@ -15,7 +15,9 @@ with the same :class:`TaskIdentity` except the attempt. Spark partition ``p`` wr
 Kafka partition ``p``; every value is ``"<n> <writer>"`` so each record names the attempt
 that wrote it. The output is read by librdkafka at read_committed (and at
 read_uncommitted, to show the losing attempt's records are in the log), on the session
-cluster and on one with transaction version 1.
+cluster and on one with transaction version 1. An attempt that gets no rows claims no id
+(it cannot fence a retry that started before it ran; an older attempt's open transaction
+is then the driver's to abort).
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ import pytest
 
 from pyspark_kafka_txn.errors import CommitFailedError, ProducerFencedError
 from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.commit import commit_batch
-from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
+from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget, transaction_versions
+from tests.support.txns import open_transactions
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -175,3 +180,78 @@ def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
     assert _visible(bs, topic) == _expected(0, "a1")
     assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0") + _expected(0, "a1")
     assert_nothing_open(bs, topic, 2)
+
+
+def test_attempt_without_rows_claims_no_id_and_cannot_fence_the_retry(
+    target: KafkaTarget,
+) -> None:
+    """Attempt 0 failed upstream before any row reached its writer, and that writer runs on
+    after the retry's writer started (Spark does not wait for it): the race of
+    ``tests/spark/test_writer_attempts.py``, here in the losing order. Run while the retry
+    asks for its first rows, attempt 0's writer gets none (its input is gone, or ends), so
+    it claims no id: the retry is not fenced and its rows are written once."""
+    bs = target.bootstrap_servers
+    topic = target.create_topic(partitions=2, prefix="znorows")
+    options = _options(target, topic)
+    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    late: list[str] = []
+
+    def gone() -> Iterator[pa.RecordBatch]:
+        raise OSError("the task's input stream is closed")  # as Spark's closed socket
+        yield  # pragma: no cover - a generator that fails when first asked
+
+    def retry_rows() -> Iterator[pa.RecordBatch]:
+        # The retry asks for its first rows: now attempt 0's writer runs, to its end.
+        with pytest.raises(OSError):
+            write_task(options, who, gone(), TIMEOUT_MS)
+        late.append(write_task(options, who, iter([]), TIMEOUT_MS).kind)
+        yield _rows(0, "a1")
+
+    retry = write_task(options, replace(who, attempt=1), retry_rows(), TIMEOUT_MS)
+    assert late == [EMPTY]  # attempt 0's writer did run while the retry waited
+    assert retry.kind == FRESH
+    other = _write(options, replace(who, partition=1), "p1")
+    commit_batch(options, [retry, other], 0)
+
+    assert _visible(bs, topic) == _expected(0, "a1") + _expected(1, "p1")
+    assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a1") + _expected(1, "p1")
+    assert_nothing_open(bs, topic, 2)
+
+
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_empty_retry_leaves_the_older_open_transaction_to_the_driver(
+    target: KafkaTarget, outcome: str
+) -> None:
+    """Attempt 0 of partition 0 wrote and prepared, then its task failed (no message);
+    the retry gets no rows, so it claims no id and does not fence attempt 0's transaction,
+    which stays open until the driver aborts it: as a leftover once the batch is committed
+    (:func:`~pyspark_kafka_txn.writer.lingering.abort_leftovers`), or with the batch's
+    abort."""
+    bs = target.bootstrap_servers
+    topic = target.create_topic(partitions=2, prefix="zempty")
+    options = _options(target, topic)
+    prefix = options.transactional_id_prefix
+    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+
+    older = _write(options, who, "a0")
+    retry = write_task(options, replace(who, attempt=1), iter([]), TIMEOUT_MS)
+    other = _write(options, replace(who, partition=1), "p1")
+    assert (older.kind, retry.kind, other.kind) == (FRESH, EMPTY, FRESH)
+    assert older.handle is not None
+    # The retry claimed nothing: attempt 0's transaction is still open, its producer's.
+    left = open_transactions(bs, prefix)[transactional_id(prefix, who.query_id, 0)]
+    assert (left.producer_id, left.producer_epoch) == (
+        older.handle.transaction.producer_id,
+        older.handle.transaction.producer_epoch,
+    )
+
+    if outcome == "commit":
+        commit_batch(options, [retry, other], 0)
+        assert _visible(bs, topic) == _expected(1, "p1")
+    else:
+        abort_batch(options, [retry, other], 0)
+        assert _visible(bs, topic) == Counter()
+    # Attempt 0's records are in the log, aborted; nothing is left open.
+    assert _visible(bs, topic, "read_uncommitted") == _expected(0, "a0") + _expected(1, "p1")
+    assert_nothing_open(bs, topic, 2)
+    assert open_transactions(bs, prefix) == {}

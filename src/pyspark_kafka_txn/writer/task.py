@@ -9,16 +9,26 @@ For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.
    ``P`` still open → leave it alone (an InitProducerId would abort what the driver
    decided to commit), message *pending*; ``P``'s batch marker says ``B`` → *committed*;
    the recorded transaction was lost (timed out, fenced) → write as in 3.
-3. InitProducerId (fences every older attempt and aborts what it left open), produce the
-   rows, add the batch marker (a transactional offset commit of ``B`` to the group named
-   like the transactional id), flush, leave the transaction open: message *fresh* with
-   the handle and, without two-phase commit, the time by which the driver must decide
-   (:func:`commit_by`). Any error aborts the own transaction before it is re-raised.
+3. The task reads its input up to the first rows before it claims the id (it reads them
+   first of all, before 2, so that 2's answer is as fresh as it can be when acted on).
+   Why: an attempt Spark gave up on (it failed upstream of the writer, whose Python
+   process Spark does not wait for) gets no rows, so it never claims the id; claiming it
+   unconditionally, such an attempt could do so *after* its retry did, fence the retry
+   and cost it a task failure. No rows at all: message *empty*, no id claimed, nothing
+   fenced (a transaction an older attempt left open under the id is aborted by the
+   driver: :func:`~.lingering.abort_leftovers` once the batch is committed, or its
+   ``abort()``). With rows: InitProducerId (fences every older attempt and aborts what
+   it left open), produce the rows, add the batch marker (a transactional offset commit
+   of ``B`` to the group named like the transactional id), flush, leave the transaction
+   open: message *fresh* with the handle and, without two-phase commit, the time by
+   which the driver must decide (:func:`commit_by`). Any error aborts the own
+   transaction before it is re-raised.
 
 An idempotent batch write (``txnAppId``, :mod:`.idempotent`) is the same with its
 application's query id and version; a version the driver found committed writes nothing
-(message *committed*), and before its InitProducerId the task checks that no other run of
-the same application claimed the ids since its own (a race, reported instead of fencing).
+(message *committed*), and before its InitProducerId (after its first rows) the task
+checks that no other run of the same application claimed the ids since its own (a race,
+reported instead of fencing).
 
 This module owns the executor's code only (:func:`write_task` and its steps); what it
 asks of Kafka in common with the driver (the client, the batch marker, whether a
@@ -27,6 +37,7 @@ transaction is open) is in :mod:`.common`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -110,11 +121,16 @@ def write_task(
     if app is not None and app.skip:
         return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
     tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
+    # The first rows before anything else (step 3): no rows, no InitProducerId.
+    first = _first_rows(batches)
     with acl_hints(options), connect(options) as cluster:
         if options.exactly_once:
             replay = _replayed(cluster, options, who, tid)
             if replay is not None:
                 return replay
+        if first is None:
+            logger.debug("%s: no rows in batch %d: transactional id not claimed", tid, who.batch)
+            return TaskMessage(who.query_id, who.batch, who.partition, EMPTY)
         if app is not None:
             where = f"in Spark partition {who.partition} before writing (nothing written)"
             check_claim(cluster, options.transactional_id_prefix, app, where)
@@ -123,10 +139,7 @@ def write_task(
         producer.init_transactions()
         producer.begin_transaction()
         try:
-            rows, anchor = _produce(producer, options, batches)
-            if rows == 0 or anchor is None:
-                # Nothing reached the broker (no partition or offset was added): no EndTxn.
-                return TaskMessage(who.query_id, who.batch, who.partition, EMPTY)
+            rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
             if not options.exactly_once:
                 producer.commit_transaction()
                 return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, rows=rows)
@@ -175,10 +188,23 @@ def _replayed(
     return None  # not recorded, or its transaction was lost: write (and fence zombies)
 
 
+def _first_rows(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
+    """Read ``batches`` up to the first record batch with rows and return it (None: the
+    input has no rows); the batches after it are left in ``batches``."""
+    for batch in batches:
+        if batch.num_rows:
+            return batch
+    return None
+
+
 def _produce(
     producer: TransactionalProducer, options: WriterOptions, batches: Iterator[pa.RecordBatch]
-) -> tuple[int, tuple[str, int] | None]:
-    """Produce every row; return the row count and the marker's anchor partition."""
+) -> tuple[int, tuple[str, int]]:
+    """Produce every row; return the row count and the marker's anchor partition.
+
+    ``batches`` starts with a batch with rows (:func:`_first_rows`), so the anchor is
+    always found.
+    """
     rows = 0
     anchor: tuple[str, int] | None = None
     for batch in batches:
@@ -194,6 +220,8 @@ def _produce(
             )
             if anchor is None:
                 anchor = (topic, 0)
+    if anchor is None:  # pragma: no cover - the first batch has rows
+        raise KafkaTxnError("no rows to write after the first rows were read")
     return rows, anchor
 
 

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tests.support.clients import txn_producer, watermarks
+from tests.support.compaction import data_offsets, gaps, quick_log_cleaner
 from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.parity_bad_options import CASES, TOPIC
@@ -195,14 +196,22 @@ def stream(
     topic: str,
     out: Path,
     trigger: dict[str, Any],
+    tasks: dict[int, int] | None = None,
     **options: str | None,
 ) -> StreamingQuery:
-    """Start a stream of ``topic`` into a Parquet directory (one column ``batch_id`` more)."""
+    """Start a stream of ``topic`` into a Parquet directory (one column ``batch_id`` more).
+
+    With ``tasks``, each micro-batch's number of Spark partitions (its tasks, the empty
+    ones too) is put there by batch id, and each row gets a column ``task`` more: the
+    Spark partition that read it."""
     path = str(out / fmt)
 
     def sink(df: DataFrame, batch_id: int) -> None:
-        from pyspark.sql.functions import lit
+        from pyspark.sql.functions import lit, spark_partition_id
 
+        if tasks is not None:
+            tasks[batch_id] = df.rdd.getNumPartitions()
+            df = df.withColumn("task", spark_partition_id())
         df.withColumn("batch_id", lit(batch_id)).write.mode("append").parquet(path)
 
     reader = spark.readStream.format(fmt).options(**_options(fmt, bs, topic, options))
@@ -232,14 +241,42 @@ def batches(spark: SparkSession, out: Path, fmt: Format) -> DataFrame:
 
 def available_now_both(
     spark: SparkSession, bs: str, topic: str, out: Path, **options: str | None
-) -> None:
+) -> dict[Format, StreamingQuery]:
     """Run the same availableNow stream through both connectors and compare every
-    micro-batch (same batch ids, same rows in each)."""
+    micro-batch (same batch ids, same rows in each); return the finished queries."""
+    queries: dict[Format, StreamingQuery] = {}
     for fmt in FORMATS:
         query = stream(spark, fmt, bs, topic, out, {"availableNow": True}, **options)
         assert query.awaitTermination(HANG_S), f"{fmt}: the availableNow query did not finish"
         assert query.exception() is None, query.exception()
+        queries[fmt] = query
     assert_same(batches(spark, out, "kafka"), batches(spark, out, "kafka_txn"), "batch_id", *ORDER)
+    return queries
+
+
+def batch_ranges(query: StreamingQuery) -> dict[int, dict[int, tuple[int, int]]]:
+    """Each micro-batch's offset ranges from the query's progress (one topic):
+    batch id -> partition -> ``(start, end)``, partitions with an empty range left out.
+    A partition without a start (the first batch's) starts at 0: no topic read with it
+    has had its log start moved."""
+    import json
+
+    def offsets(value: Any) -> dict[int, int]:
+        data = json.loads(value) if isinstance(value, str) else value
+        if not data:
+            return {}
+        # kafka_txn's first batch also carries where it started ("@origin").
+        (topic,) = [t for t in data if not t.startswith("@")]
+        return {int(p): int(o) for p, o in data[topic].items()}
+
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for progress in query.recentProgress:
+        source = progress["sources"][0]
+        start, end = offsets(source["startOffset"]), offsets(source["endOffset"])
+        ranges = {p: (start.get(p, 0), e) for p, e in end.items() if start.get(p, 0) < e}
+        if ranges:
+            out[int(progress["batchId"])] = ranges
+    return out
 
 
 # -- batch reads ------------------------------------------------------------------------------
@@ -389,6 +426,62 @@ def test_available_now(
     n = batches(spark, tmp_path, "kafka_txn").select("batch_id").distinct().count()
     if "maxOffsetsPerTrigger" in options:
         assert n > 1, "the limit made no second micro-batch: nothing compared"
+
+
+def test_max_records_per_partition_in_a_stream(
+    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
+) -> None:
+    """In streams both honour ``maxRecordsPerPartition`` alike: each micro-batch's range
+    of a topic-partition is cut into tasks of at most that many offsets, so every
+    micro-batch has as many tasks in both (counted in ``foreachBatch`` with the
+    DataFrame's ``getNumPartitions``, empty tasks too), each task reads the same offsets
+    (through ``spark_partition_id``), and the rows are the same. (In batch reads they
+    differ: ``test_max_records_per_partition_in_a_batch_read``.)"""
+    from pyspark.sql import functions as sf
+
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="parity-maxrec")
+    writer = txn_producer(bs, tid())
+    for t in range(3):  # p0: 3 x (6 records + marker) = 21 offsets
+        _commit(bs, topic, writer, [(0, f"p0-{t}-{i}".encode()) for i in range(6)])
+    _commit(bs, topic, writer, [(1, f"p1-{i}".encode()) for i in range(5)])  # p1: 6 offsets
+    wait_lso_at_hwm(bs, topic, 2)
+    limit = 3
+    tasks: dict[Format, dict[int, int]] = {fmt: {} for fmt in FORMATS}
+    queries: dict[Format, StreamingQuery] = {}
+    for fmt in FORMATS:
+        query = stream(
+            spark, fmt, bs, topic, tmp_path, {"availableNow": True}, tasks=tasks[fmt],
+            startingOffsets="earliest", maxOffsetsPerTrigger="10",
+            maxRecordsPerPartition=str(limit),
+        )  # fmt: skip
+        assert query.awaitTermination(HANG_S), f"{fmt}: the availableNow query did not finish"
+        assert query.exception() is None, query.exception()
+        queries[fmt] = query
+    ranges = {fmt: batch_ranges(q) for fmt, q in queries.items()}
+    assert ranges["kafka"] == ranges["kafka_txn"], ranges
+    assert len(ranges["kafka"]) > 1, "the limit made no second micro-batch: nothing compared"
+    # Each range in pieces of at most `limit` offsets (Spark's KafkaOffsetRangeCalculator).
+    expected = {
+        batch: sum(-(-(end - start) // limit) for start, end in by_partition.values())
+        for batch, by_partition in ranges["kafka"].items()
+    }
+    counts = {fmt: {b: n for b, n in tasks[fmt].items() if n} for fmt in FORMATS}
+    assert counts["kafka"] == counts["kafka_txn"] == expected, (counts, expected)
+    assert any(n > len(ranges["kafka"][b]) for b, n in expected.items()), "nothing was split"
+
+    def per_task(fmt: Format) -> list[tuple[int, int, int, int, int]]:
+        rows = spark.read.parquet(str(tmp_path / fmt))
+        grouped = rows.groupBy("batch_id", "task", "partition").agg(
+            sf.min("offset"), sf.max("offset"), sf.count("*")
+        )
+        return sorted(tuple(r)[:1] + tuple(r)[2:] for r in grouped.collect())
+
+    # Which Spark partition number a piece gets may differ; its offsets may not.
+    assert per_task("kafka") == per_task("kafka_txn")
+    rows = {fmt: batches(spark, tmp_path, fmt).drop("task") for fmt in FORMATS}
+    assert_same(rows["kafka"], rows["kafka_txn"], "batch_id", *ORDER)
+    assert rows["kafka_txn"].count() == 18 + 5
 
 
 def _commit(bs: str, topic: str, producer: Producer, rows: list[tuple[int, bytes]]) -> None:
@@ -555,38 +648,223 @@ def test_fail_on_data_loss_after_deleted_records(
     assert values == [b"first-0", b"first-1", b"first-2", b"second-2", b"second-3", b"second-4"]
 
 
-def test_compacted_topic(
-    spark: SparkSession, kafka: KafkaTarget, builtin_kafka: Connector, tmp_path: Path
-) -> None:
-    """A compacted topic with keys written over and over, tombstones and an aborted
-    transaction: the same rows, batch and availableNow (whether or not the broker has
-    compacted it yet: the embedded cluster never does)."""
+#: ``segment.ms`` of the compacted topic: a segment rolls at the first append this long
+#: after it was created, and only rolled segments are compacted.
+SEGMENT_MS = 100
+
+
+@dataclass
+class Compacted:
+    """A compacted topic of two partitions, written in rounds of keys ``key-0`` to
+    ``key-3`` (even keys on p0, odd on p1) by one transactional producer, plus a key
+    ``solo-<p>`` per partition written once in round 0:
+
+    * round 0 committed · round 1 aborted (its records and markers really in the log) ·
+      round 2 committed with tombstones for the odd keys · round 3 committed ·
+      round 4 committed, ``key-3`` a tombstone, at least ``2 * SEGMENT_MS`` after round 3
+      began: it starts the active segment, which the cleaner never touches.
+
+    Compacted, the log keeps ``solo-<p>``, round 3 (the newest value of each key below the
+    active segment) and round 4; rounds 0 to 2 leave gaps of offsets that held records.
+    """
+
+    topic: str
+    #: Per partition, the offsets written with a record (markers aside).
+    written: dict[int, list[int]]
+    #: Per partition, the offsets a compaction keeps.
+    kept: dict[int, list[int]]
+    #: Per partition, the offsets of the aborted round.
+    aborted: dict[int, list[int]]
+    #: Per partition, the offsets that held a record and hold none now (empty on a
+    #: cluster that does not compact).
+    gaps: dict[int, list[int]]
+
+
+def _write_compacted(bs: str, topic: str) -> list[dict[int, list[int]]]:
+    """Write :class:`Compacted`'s rounds; return each round's offsets per partition."""
+    writer = txn_producer(bs, tid())
+    rounds: list[dict[int, list[int]]] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None, err
+        rounds[-1][msg.partition()].append(msg.offset())
+
+    def write(rnd: int, *, commit: bool = True) -> None:
+        rounds.append({0: [], 1: []})
+        writer.begin_transaction()
+        if rnd == 0:
+            for part in (0, 1):
+                writer.produce(
+                    topic, partition=part, key=f"solo-{part}".encode(), value=b"solo",
+                    on_delivery=delivered,
+                )  # fmt: skip
+        for k in range(4):
+            tombstone = (rnd == 2 and k % 2 == 1) or (rnd == 4 and k == 3)
+            value = None if tombstone else f"{k}@{rnd}".encode()
+            writer.produce(
+                topic, partition=k % 2, key=f"key-{k}".encode(), value=value,
+                on_delivery=delivered,
+            )  # fmt: skip
+        # Flushed first, so that an aborted round's records are in the log too (an
+        # abort drops what librdkafka has not sent yet).
+        writer.flush(10)
+        if commit:
+            writer.commit_transaction(10)
+        else:
+            writer.abort_transaction(10)
+
+    for rnd in range(4):
+        write(rnd, commit=rnd != 1)
+    began = time.monotonic()
+    wait_lso_at_hwm(bs, topic, 2)
+    # Not a wait for an event: the time that makes the segment of round 3 roll.
+    time.sleep(max(0.0, 2 * SEGMENT_MS / 1000 - (time.monotonic() - began)))
+    write(4)
+    wait_lso_at_hwm(bs, topic, 2)
+    return rounds
+
+
+@pytest.fixture(scope="module")
+def compacted(kafka: KafkaTarget) -> Compacted:
+    """:class:`Compacted`, compacted for real on Apache Kafka: its log cleaner (made to
+    look every 200 ms) has removed what the layout says, as an independent consumer
+    reading uncommitted sees, before any test compares; the embedded cluster never
+    compacts, and its log is checked to hold every record written."""
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(
         partitions=2,
         prefix="parity-compact",
         **{
             "cleanup.policy": "compact",
-            "segment.ms": "100",
+            "segment.ms": str(SEGMENT_MS),
             "min.cleanable.dirty.ratio": "0.001",
+            "min.compaction.lag.ms": "0",
             "delete.retention.ms": "100",
         },
     )
-    writer = txn_producer(bs, tid())
-    for rnd in range(4):
-        writer.begin_transaction()
-        for k in range(4):
-            value = None if (rnd == 2 and k % 2) else f"{k}@{rnd}".encode()
-            writer.produce(topic, partition=k % 2, key=f"key-{k}".encode(), value=value)
-        if rnd == 1:
-            writer.abort_transaction(10)
-        else:
-            writer.commit_transaction(10)
-    wait_lso_at_hwm(bs, topic, 2)
-    assert_same(read(spark, "kafka", bs, topic), read(spark, "kafka_txn", bs, topic))
-    available_now_both(
-        spark, bs, topic, tmp_path, startingOffsets="earliest", maxOffsetsPerTrigger="5"
+    with quick_log_cleaner(kafka) as compacts:
+        rounds = _write_compacted(bs, topic)
+        written = {p: sorted(o for r in rounds for o in r[p]) for p in (0, 1)}
+        kept = {p: sorted(rounds[0][p][:1] + rounds[3][p] + rounds[4][p]) for p in (0, 1)}
+        if compacts:
+            wait_until(
+                f"{topic} compacted to {kept}",
+                lambda: data_offsets(bs, topic, 2) == kept,
+                timeout_s=HANG_S,
+            )
+    present = data_offsets(bs, topic, 2)
+    holes = gaps(written, present)
+    if compacts:
+        assert all(holes.values()), f"no compaction gap in some partition: {holes}"
+        assert present == kept, present
+    elif kafka.embedded is not None:
+        assert present == written, f"the embedded cluster compacted? {present} != {written}"
+    return Compacted(topic, written, kept, rounds[1], holes)
+
+
+#: Batch reads of :class:`Compacted`: with ``failOnDataLoss`` left to its default (true)
+#: and explicitly false; ranges starting and ending inside the gaps (offsets 1-2, 4-5
+#: and 7-8 of each partition hold nothing once compacted).
+COMPACTED_BATCH_CASES: dict[str, dict[str, str | None]] = {
+    "default": {},
+    "failOnDataLoss-false": {"failOnDataLoss": "false"},
+    "start-and-end-in-gaps": {
+        "startingOffsets": '{"TOPIC":{"0":1,"1":4}}',
+        "endingOffsets": '{"TOPIC":{"0":8,"1":11}}',
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(COMPACTED_BATCH_CASES))
+def test_compacted_topic_batch(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    compacted: Compacted,
+    builtin_kafka: Connector,
+    case: str,
+) -> None:
+    """A compacted topic with keys written over and over, tombstones and an aborted
+    transaction: the same rows in both. On Apache Kafka the log really has compaction
+    gaps (the fixture checked), which neither side takes for data loss; the embedded
+    cluster never compacts, so there the same layout is read uncompacted."""
+    bs = kafka.bootstrap_servers
+    options = COMPACTED_BATCH_CASES[case]
+    theirs = read(spark, "kafka", bs, compacted.topic, **options)
+    ours = read(spark, "kafka_txn", bs, compacted.topic, **options)
+    assert_same(theirs, ours)
+    if case == "default":
+        offsets = sorted((r.partition, r.offset) for r in ours.collect())
+        live = compacted.kept if any(compacted.gaps.values()) else compacted.written
+        # Read committed: an uncompacted log still holds the aborted round.
+        want = [(p, o) for p in (0, 1) for o in live[p] if o not in compacted.aborted[p]]
+        assert offsets == want, (offsets, compacted)
+
+
+def _gap_boundaries(compacted: Compacted, query: StreamingQuery) -> list[tuple[int, int, int]]:
+    """The micro-batches of ``query`` that end inside a gap: (batch id, partition, end)."""
+    return [
+        (batch, p, end)
+        for batch, ranges in batch_ranges(query).items()
+        for p, (_, end) in ranges.items()
+        if end in compacted.gaps[p]
+    ]
+
+
+def test_compacted_topic_available_now(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    compacted: Compacted,
+    builtin_kafka: Connector,
+    tmp_path: Path,
+) -> None:
+    """availableNow in micro-batches of at most 5 offsets over the compacted topic: the
+    same batches with the same rows; on Apache Kafka some batch ends inside a gap."""
+    queries = available_now_both(
+        spark, kafka.bootstrap_servers, compacted.topic, tmp_path,
+        startingOffsets="earliest", maxOffsetsPerTrigger="5",
+    )  # fmt: skip
+    assert len(batch_ranges(queries["kafka_txn"])) > 2, "too few micro-batches to compare"
+    assert batch_ranges(queries["kafka"]) == batch_ranges(queries["kafka_txn"])
+    if any(compacted.gaps.values()):
+        assert _gap_boundaries(compacted, queries["kafka_txn"]), batch_ranges(queries["kafka"])
+
+
+def test_compacted_topic_processing_time(
+    spark: SparkSession,
+    kafka: KafkaTarget,
+    compacted: Compacted,
+    builtin_kafka: Connector,
+    tmp_path: Path,
+) -> None:
+    """A processingTime stream of at most 4 offsets per micro-batch over the compacted
+    topic: the same micro-batches with the same rows, boundaries inside gaps included
+    (on Apache Kafka)."""
+    bs = kafka.bootstrap_servers
+    queries = {
+        fmt: stream(
+            spark, fmt, bs, compacted.topic, tmp_path, {"processingTime": "100 milliseconds"},
+            startingOffsets="earliest", maxOffsetsPerTrigger="4",
+        )
+        for fmt in FORMATS
+    }  # fmt: skip
+    try:
+        for q in queries.values():
+            q.processAllAvailable()
+            assert q.exception() is None, q.exception()
+    finally:
+        for q in queries.values():
+            q.stop()
+    ranges = {fmt: batch_ranges(q) for fmt, q in queries.items()}
+    assert len(ranges["kafka_txn"]) > 4, ranges
+    assert ranges["kafka"] == ranges["kafka_txn"]
+    # Both read to the end of the log (its last offset is a commit marker).
+    read_to = {p: max(r[p][1] for r in ranges["kafka_txn"].values() if p in r) for p in (0, 1)}
+    assert read_to == {p: offs[-1] + 2 for p, offs in compacted.written.items()}, read_to
+    assert_same(
+        batches(spark, tmp_path, "kafka"), batches(spark, tmp_path, "kafka_txn"), "batch_id", *ORDER
     )
+    if any(compacted.gaps.values()):
+        assert _gap_boundaries(compacted, queries["kafka_txn"]), ranges["kafka"]
 
 
 # -- where the two differ by design -----------------------------------------------------------

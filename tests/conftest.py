@@ -12,7 +12,9 @@
 On Apache Kafka and external clusters only the tests that use the ``kafka`` fixture run, and
 of them not those marked ``embedded_only(reason)`` (they need the embedded cluster's fault
 injection or introspection); the others are deselected, never skipped, and the terminal
-summary counts them by reason.
+summary counts them by reason. Tests of the ``kafka3`` fixture (three nodes) get a cluster
+of the session's kind of their own (see the fixture); on external clusters they are
+deselected.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from tests.support.target import (
 logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
 
 #: Fixtures through which a test talks to a cluster of the session's target kind.
-TARGET_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka_tv2"})
+TARGET_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka_tv2", "kafka3"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,6 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped["needs a cluster of a chosen transaction version"] += 1
         elif "kafka_tv2" in names and 2 not in transaction_versions():
             dropped["transaction version 2 needs Apache Kafka 4.0+"] += 1
+        elif TARGET == "external" and "kafka3" in names:
+            dropped["needs a three-node cluster of its own"] += 1
         else:
             keep.append(item)
     if dropped:
@@ -209,6 +213,29 @@ def kafka(request: pytest.FixtureRequest) -> KafkaTarget:
         return KafkaTarget(apache.bootstrap_servers, apache=apache)
     embedded = request.getfixturevalue("embedded_kafka")
     return KafkaTarget(embedded.bootstrap_servers, embedded)
+
+
+@pytest.fixture(scope="session")
+def kafka3(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """Three nodes of the session's kind, for the session's tests that move leaders and
+    coordinators: an embedded cluster of three brokers, or Apache Kafka on three nodes
+    (the session's version and transaction version) whose brokers also talk to each other
+    through the proxies (``inter.broker.listener.name=PROXIED``), so that a test can hold
+    back their requests too (the coordinators' WriteTxnMarkers) with
+    :meth:`~tests.support.apache_kafka.ApacheKafka.hold`."""
+    if TARGET == "apache":
+        tv = os.environ.get("KAFKA_TXN_APACHE_TV")
+        apache = ApacheKafka(
+            3,
+            transaction_version=int(tv) if tv else None,
+            config={"inter.broker.listener.name": "PROXIED"},
+        )
+        request.config.stash.setdefault(_APACHE, []).append(apache)
+        with apache:
+            yield KafkaTarget(apache.bootstrap_servers, apache=apache)
+        return
+    with CheckedKafka(brokers=3, transaction_abort_interval_ms=200) as own:
+        yield KafkaTarget(own.bootstrap_servers, own)
 
 
 @pytest.fixture(autouse=True)

@@ -23,11 +23,12 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN, LIST_TRANSACTIONS
 from tests.support.batches import varint
-from tests.support.clients import txn_producer
+from tests.support.clients import txn_producer, watermarks
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
-from tests.support.protocol import raw_produce, raw_request
+from tests.support.hang import wait_until
+from tests.support.protocol import raw_produce, raw_request, request_module
 
 BROKERS = 3
 
@@ -133,6 +134,65 @@ def test_wrong_node_answers_not_leader_and_not_coordinator(kafka3: EmbeddedKafka
     kafka3.move_leader(topic, 0, (leader + 1) % BROKERS)
     assert _raw_produce(_address(kafka3, leader), topic, 0) is ErrorCode.not_leader_or_follower
     assert _raw_produce(_address(kafka3, (leader + 1) % BROKERS), topic, 0) is ErrorCode.none
+
+
+def _listed(address: tuple[str, int]) -> tuple[ErrorCode, dict[str, str]]:
+    """ListTransactions v0 on one broker: its error code and the states it lists."""
+    mod = request_module(LIST_TRANSACTIONS, 0)
+    body = raw_request(
+        address,
+        LIST_TRANSACTIONS,
+        0,
+        mod.ListTransactionsRequest(state_filters=(), producer_id_filters=()),
+    )
+    return body.error_code, {
+        str(t.transactional_id): str(t.transaction_state) for t in body.transaction_states
+    }
+
+
+def test_coordinator_handover_answers_as_kafka_does(kafka3: EmbeddedKafka) -> None:
+    """A transaction coordinator's move as a handover (``unowned_s``, ``loading_s``), as
+    Kafka's ``TransactionStateManager`` answers while a ``__transaction_state`` partition
+    changes leader: FindCoordinator names the new node at once; first no node owns the
+    partition (its ids listed by no broker, without an error; a request for one gets
+    NOT_COORDINATOR everywhere), then the new node loads it (COORDINATOR_LOAD_IN_PROGRESS
+    for ListTransactions on it, and for its ids); a transaction in PrepareCommit is
+    completed (its markers written) only once the new node has loaded the partition."""
+    topic = f"handover-{uuid.uuid4().hex[:8]}"
+    kafka3.create_topic(topic, 1)
+    bs = kafka3.bootstrap_servers
+    tid = _key_on(kafka3, COORDINATOR_TXN, 0, "tid")
+    addresses = [_address(kafka3, n) for n in range(BROKERS)]
+    producer = txn_producer(bs, tid)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v", partition=0)
+    kafka3.set_marker_delay(0.2)
+    try:
+        producer.commit_transaction(30)  # PrepareCommit; markers 0.2 s later
+        kafka3.move_coordinator("transaction", tid, 1, unowned_s=2.0, loading_s=2.0)
+        assert _find_coordinator(addresses[2], COORDINATOR_TXN, tid) == (ErrorCode.none, 1)
+        for address in addresses:
+            code, listed = _listed(address)
+            assert code is ErrorCode.none and tid not in listed
+            assert _init_producer_id(address, tid) is ErrorCode.not_coordinator
+        time.sleep(0.5)  # past the marker delay: still not written, nobody owns the id
+        assert watermarks(bs, topic, 0, "read_committed")[1] == 0
+        wait_until(
+            "the new coordinator loading",
+            lambda: _listed(addresses[1])[0] is ErrorCode.coordinator_load_in_progress,
+        )
+        assert _init_producer_id(addresses[1], tid) is ErrorCode.coordinator_load_in_progress
+        assert _listed(addresses[0])[0] is ErrorCode.none  # only the loading node refuses
+        assert watermarks(bs, topic, 0, "read_committed")[1] == 0
+        wait_until("the partition loaded", lambda: _listed(addresses[1])[0] is ErrorCode.none)
+        wait_until(
+            "the markers written by the new coordinator",
+            lambda: _listed(addresses[1])[1].get(tid) == "CompleteCommit",
+        )
+        assert watermarks(bs, topic, 0, "read_committed")[1] == 2  # the record and its marker
+    finally:
+        kafka3.set_marker_delay(0.0)
+        producer.flush(1)
 
 
 class _Reader:

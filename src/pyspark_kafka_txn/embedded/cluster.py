@@ -129,6 +129,15 @@ class Notifier:
             return
 
 
+@dataclass(frozen=True)
+class Handover:
+    """A coordinator partition moving to another node (``time.monotonic()`` instants):
+    owned by no node until ``owned_at``, then loaded by the new one until ``loaded_at``."""
+
+    owned_at: float
+    loaded_at: float
+
+
 class Cluster:
     """The state of the whole embedded cluster."""
 
@@ -149,6 +158,8 @@ class Cluster:
         self.faults = Faults()
         self.internal_errors: list[str] = []
         self.coordinator_overrides: dict[tuple[int, int], int] = {}
+        #: Coordinator partitions between two nodes (not persisted: a restart ends them).
+        self.handovers: dict[tuple[int, int], Handover] = {}
         self.storage = Storage(config.data_dir) if config.data_dir is not None else None
         self.offsets = GroupOffsets(
             sink=self.storage.line_sink(OFFSETS_TOPIC) if self.storage else None
@@ -168,6 +179,7 @@ class Cluster:
             two_phase_commit=config.transaction_two_phase_commit,
             sink=self.storage.line_sink(TRANSACTION_STATE_TOPIC) if self.storage else None,
             initial_producer_epoch=config.initial_producer_epoch,
+            handover_s=lambda tid: self.handover_s(COORDINATOR_TXN, tid),
         )
         self.scram = ScramStore(config.security.users)
         self.authorizer = (
@@ -496,10 +508,73 @@ class Cluster:
             return node
         return self.node_ids[part % len(self.node_ids)]
 
-    def move_coordinator(self, key_type: int, key: str, node: int) -> None:
+    def move_coordinator(
+        self,
+        key_type: int,
+        key: str,
+        node: int,
+        *,
+        unowned_s: float = 0.0,
+        loading_s: float = 0.0,
+    ) -> None:
+        """Make ``node`` the coordinator of ``key``'s partition of its internal topic.
+
+        With ``unowned_s`` / ``loading_s`` (transaction coordinators only) the move is a
+        handover as in Apache Kafka: FindCoordinator names ``node`` at once, but for
+        ``unowned_s`` no node owns the partition (the old one resigned, ``node`` has not
+        begun loading it), then ``node`` loads it for ``loading_s``; see
+        :meth:`coordinator_error` and :meth:`loading_on`.
+        """
         part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
         self.coordinator_overrides[(key_type, part)] = node
+        self.handovers.pop((key_type, part), None)
+        if unowned_s > 0 or loading_s > 0:
+            if key_type != COORDINATOR_TXN:
+                raise ValueError("a coordinator handover is modelled for transactions only")
+            owned = time.monotonic() + unowned_s
+            self.handovers[(key_type, part)] = Handover(owned, owned + loading_s)
         self.save_meta()
+
+    def _handover(self, key_type: int, part: int) -> Handover | None:
+        """The handover of a partition still under way, if any (ended ones are dropped)."""
+        handover = self.handovers.get((key_type, part))
+        if handover is not None and time.monotonic() >= handover.loaded_at:
+            del self.handovers[(key_type, part)]
+            return None
+        return handover
+
+    def coordinator_error(self, key_type: int, key: str, node: int) -> ErrorCode:
+        """What ``node`` answers a request for ``key`` that its coordinator must serve.
+
+        NONE when ``node`` serves it; NOT_COORDINATOR when another node does, or none does
+        for the moment (a handover before the new coordinator began loading: Kafka's
+        ``TransactionStateManager`` neither holds nor loads the partition then);
+        COORDINATOR_LOAD_IN_PROGRESS while ``node``, the new coordinator, loads it.
+        """
+        part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        if self.coordinator_of_partition(key_type, part) != node:
+            return ErrorCode.not_coordinator
+        handover = self._handover(key_type, part)
+        if handover is None:
+            return ErrorCode.none
+        if time.monotonic() < handover.owned_at:
+            return ErrorCode.not_coordinator
+        return ErrorCode.coordinator_load_in_progress
+
+    def loading_on(self, key_type: int, node: int) -> bool:
+        """Whether ``node`` is loading a partition it took over (Kafka then answers
+        ListTransactions with COORDINATOR_LOAD_IN_PROGRESS)."""
+        now = time.monotonic()
+        return any(
+            self.coordinator_of_partition(kt, part) == node and now >= h.owned_at
+            for (kt, part), h in list(self.handovers.items())
+            if kt == key_type and self._handover(kt, part) is not None
+        )
+
+    def handover_s(self, key_type: int, key: str) -> float:
+        """Seconds until ``key``'s coordinator has loaded its partition (0 when it has)."""
+        handover = self._handover(key_type, coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS))
+        return 0.0 if handover is None else max(0.0, handover.loaded_at - time.monotonic())
 
     # --- transactions -------------------------------------------------------------
 

@@ -316,13 +316,45 @@ class EmbeddedKafka:
         self._check_node(node)
         self.call(lambda c: c.move_leader(topic, partition, node))
 
-    def move_coordinator(self, kind: str, key: str, node: int) -> None:
-        """Move the ``"group"`` or ``"transaction"`` coordinator of ``key`` to ``node``."""
+    def move_coordinator(
+        self, kind: str, key: str, node: int, *, unowned_s: float = 0.0, loading_s: float = 0.0
+    ) -> None:
+        """Move the ``"group"`` or ``"transaction"`` coordinator of ``key`` to ``node``.
+
+        Parameters
+        ----------
+        kind
+            ``"group"`` or ``"transaction"``.
+        key
+            The group id or transactional id (its whole partition moves).
+        node
+            The new coordinator.
+        unowned_s, loading_s
+            A transaction coordinator's move as a handover, as Apache Kafka makes it when
+            a ``__transaction_state`` partition changes leader: FindCoordinator names
+            ``node`` at once, but for ``unowned_s`` seconds no node owns the partition
+            (requests for its ids get NOT_COORDINATOR everywhere, ListTransactions lists
+            them nowhere, without an error), then ``node`` loads it for ``loading_s``
+            seconds (COORDINATOR_LOAD_IN_PROGRESS for its ids, and for ListTransactions
+            on ``node``). Its transactions in PrepareCommit/PrepareAbort are completed
+            only once loaded. Default: the move is immediate.
+
+        Raises
+        ------
+        ValueError
+            For an unknown ``kind`` or node, or a handover of a group coordinator.
+        """
         self._check_node(node)
         key_type = {"group": COORDINATOR_GROUP, "transaction": COORDINATOR_TXN}.get(kind)
         if key_type is None:
             raise ValueError(f"kind must be 'group' or 'transaction', got {kind!r}")
-        self.call(lambda c: c.move_coordinator(key_type, key, node))
+        if key_type != COORDINATOR_TXN and (unowned_s > 0 or loading_s > 0):
+            raise ValueError("a coordinator handover is modelled for transactions only")
+        self.call(
+            lambda c: c.move_coordinator(
+                key_type, key, node, unowned_s=unowned_s, loading_s=loading_s
+            )
+        )
 
     def stop_broker(self, node: int) -> None:
         """Stop one broker: its listener closes and its connections drop."""

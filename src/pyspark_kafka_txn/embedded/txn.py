@@ -118,6 +118,11 @@ class TransactionCoordinator:
         Test aid (no Kafka setting): the epoch a newly allocated producer id of a
         transactional id starts at (a new transactional id, or a rotation), 0 as in Kafka.
         Idempotent producers (no transactional id) always start at 0.
+    handover_s
+        Seconds until the coordinator of a transactional id has loaded its partition
+        (0 when it has; see ``Cluster.move_coordinator``): a transaction in PrepareCommit
+        or PrepareAbort is completed only then, as Kafka's new coordinator completes it
+        once it has loaded the partition.
     """
 
     def __init__(
@@ -131,6 +136,7 @@ class TransactionCoordinator:
         two_phase_commit: bool = False,
         sink: Callable[[str], None] | None = None,
         initial_producer_epoch: int = 0,
+        handover_s: Callable[[str], float] | None = None,
     ) -> None:
         self._clock_ms = clock_ms
         self._write_markers = write_markers
@@ -141,6 +147,7 @@ class TransactionCoordinator:
         self.initial_producer_epoch = check_initial_producer_epoch(initial_producer_epoch)
         self.marker_delay_s = 0.0
         self._sink = sink
+        self._handover_s = handover_s or (lambda _tid: 0.0)
         self.txns: dict[str, TxnMetadata] = {}
         self._next_producer_id = 1000
 
@@ -490,6 +497,10 @@ class TransactionCoordinator:
 
     def _complete(self, meta: TxnMetadata) -> None:
         if meta.state not in _PREPARE:
+            return
+        wait_s = self._handover_s(meta.transactional_id)
+        if wait_s > 0:  # its coordinator is moving: the new one completes it once loaded
+            self._schedule(wait_s, lambda: self._complete(meta))
             return
         commit = meta.state is TxnState.PREPARE_COMMIT
         if meta.partitions:

@@ -26,7 +26,8 @@ order (exactly once only), so one batch's transactional ids read top to bottom t
    rule this case out).
 
 Then, in both delivery modes, :func:`commit_batch` waits until the batch's markers are
-written (``_markers_landed``: no transaction of the batch still in PrepareCommit), so
+written (``_markers_landed``: no transaction of the batch still in PrepareCommit, and
+none merely missing from ListTransactions, as the ids of a moving coordinator are), so
 that when ``commit()`` returns the whole batch is visible; the transactions still open
 under the prefix, as last listed, that the batch does not hold are dealt with by
 :mod:`.lingering`: this query's leftovers (:func:`~.lingering.abort_leftovers`), other
@@ -50,11 +51,18 @@ from collections.abc import Mapping, Sequence
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
-from pyspark_kafka_txn.errors import AuthorizationError, CommitFailedError, KafkaTxnError
+from pyspark_kafka_txn.errors import (
+    AuthorizationError,
+    BrokerError,
+    CommitFailedError,
+    KafkaConnectionError,
+    KafkaTxnError,
+)
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     COMPLETING_STATES,
+    OPEN_STATES,
     TxnState,
     connect,
     holds_open,
@@ -70,10 +78,12 @@ from pyspark_kafka_txn.writer.decision import (
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held, hold_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import (
+    LISTED_STATES,
     OpenTransaction,
+    PrefixListing,
     abort_leftovers,
     abort_lingering,
-    wait_for_open_transactions,
+    wait_for_listing,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
@@ -335,14 +345,54 @@ def _markers_landed(
     partitions just after. Waiting for them makes ``commit()``'s return mean "every row of
     the batch is visible to read_committed consumers". Returns the open transactions under
     the prefix as last listed.
+
+    Each poll is one ListTransactions round in every state (:data:`LISTED_STATES`): a
+    transaction whose markers landed is listed CompleteCommit (or its id Empty, or Ongoing
+    with a newer transaction). One that is not listed at all is not taken for done: while
+    its coordinator moves (a ``__transaction_state`` partition changing leader), Apache
+    Kafka lists it nowhere for a moment, without an error. Such an id is described
+    (DescribeTransactions goes to its coordinator, found anew after NOT_COORDINATOR, and
+    is retried while that one loads the partition) until it is seen out of PrepareCommit;
+    only ids no listing shows are described, once no id of the batch is still listed as
+    completing. The wait is bounded as before (``kafka.max.block.ms`` of polling, then a
+    warning: the coordinators finish the transactions on their own).
     """
-    ours = {transactional_id(prefix, query_id, p) for p in decided}
+    ours = sorted({transactional_id(prefix, query_id, p) for p in decided})
+    landed: set[str] = set()
 
-    def completing(listed: list[OpenTransaction]) -> list[str]:
-        return [
-            t.transactional_id
-            for t in listed
-            if t.transactional_id in ours and t.state in COMPLETING_STATES
-        ]
+    def completing(listing: PrefixListing) -> list[str]:
+        waiting = [tid for tid in ours if listing.states.get(tid) in COMPLETING_STATES]
+        if waiting:
+            return waiting  # still listed as completing: nothing to describe
+        landed.update(tid for tid in ours if tid in listing.states)
+        return _not_yet_landed(cluster, [tid for tid in ours if tid not in landed], landed)
 
-    return wait_for_open_transactions(cluster, prefix, completing, "commit markers of")
+    states = LISTED_STATES if ours else OPEN_STATES
+    return wait_for_listing(cluster, prefix, completing, "commit markers of", states).open
+
+
+def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:
+    """Those of ``unlisted`` (committed, but listed by no broker) whose coordinator still
+    completes them or cannot say yet; the others are added to ``landed``.
+
+    DescribeTransactions finds each one's coordinator anew after NOT_COORDINATOR and
+    retries COORDINATOR_LOAD_IN_PROGRESS (within the client's retry budget); an id its
+    coordinator does not know has nothing pending there. A retriable error left after
+    those retries keeps the id waiting; any other error is raised.
+    """
+    waiting: list[str] = []
+    for tid in unlisted:
+        try:
+            described = describe_transactions(cluster, [tid])[tid]
+        except (BrokerError, KafkaConnectionError) as exc:
+            if not exc.retriable:
+                raise
+            logger.info("commit markers of %s: its coordinator cannot say yet (%s)", tid, exc)
+            waiting.append(tid)
+            continue
+        if described is not None and described.state in COMPLETING_STATES:
+            logger.info("commit markers of %s: not listed, described %s", tid, described.state)
+            waiting.append(tid)
+        else:
+            landed.add(tid)
+    return waiting

@@ -17,7 +17,8 @@ The mechanism (also the CLI's ``kafka-txn transactions list|abort``):
   coordinator and is waited for, never aborted. A transaction that ended meanwhile
   (fenced, aborted by its timeout, ended by its owner) counts as success;
 * :func:`wait_for_open_transactions`: list them again, with back-off, until none of
-  those the caller waits for is left.
+  those the caller waits for is left (:func:`wait_for_listing` when the caller also needs
+  the ids listed in a completed state, :func:`list_prefix`).
 
 The policy, run by the driver once a batch is committed (``docs/design.md``,
 "Transactions left open by earlier runs and other query ids"):
@@ -64,12 +65,16 @@ from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import partition_of, query_of
 
 __all__ = [
+    "LISTED_STATES",
     "OpenTransaction",
+    "PrefixListing",
     "TransactionNotAbortedError",
     "abort_leftovers",
     "abort_lingering",
     "abort_open_transaction",
     "find_open_transactions",
+    "list_prefix",
+    "wait_for_listing",
     "wait_for_open_transactions",
 ]
 
@@ -95,6 +100,25 @@ _LISTING_MIN_S = 0.005
 _LISTING_MAX_S = 0.2
 #: How often a younger transaction of another query is looked at again.
 _WATCH_S = 0.2
+
+#: Every state ListTransactions lists (Kafka never lists Dead ones): a listing in all of
+#: them shows a completed transaction as CompleteCommit / CompleteAbort (or its id as Empty,
+#: or Ongoing again with a newer transaction), where a listing of the open states only
+#: leaves it out, as it leaves out the ids of a coordinator that is moving.
+LISTED_STATES: tuple[TxnState, ...] = (
+    *OPEN_STATES,
+    TxnState.COMPLETE_COMMIT,
+    TxnState.COMPLETE_ABORT,
+    TxnState.EMPTY,
+)
+#: Which state counts when two brokers list the same id (a moving coordinator, one of them
+#: not yet aware): completing before ongoing before any other, so that a transaction
+#: still being completed is never taken for done.
+_LISTING_RANK: dict[str, int] = {
+    TxnState.PREPARE_COMMIT: 2,
+    TxnState.PREPARE_ABORT: 2,
+    TxnState.ONGOING: 1,
+}
 
 
 class TransactionNotAbortedError(KafkaTxnError):
@@ -192,6 +216,73 @@ class OpenTransaction:
         )
 
 
+@dataclass(frozen=True)
+class PrefixListing:
+    """One ListTransactions round (every broker) under a prefix.
+
+    Attributes
+    ----------
+    open
+        The open transactions, described, as :func:`find_open_transactions` returns them.
+    states
+        Each listed transactional id under the prefix and its state: as its coordinator
+        described it (the open ones), else as listed (ranked by ``_LISTING_RANK`` when
+        two brokers list it). An id that is not here
+        was not listed at all: its transaction may have completed (a listing of the open
+        states only), or its coordinator is moving and no broker owns it for the moment
+        (Apache Kafka answers ListTransactions without a ``__transaction_state`` partition
+        between its old leader's resignation and its new leader's load).
+    """
+
+    open: list[OpenTransaction]
+    states: dict[str, str]
+
+
+def list_prefix(
+    cluster: ClusterClient, prefix: str, states: Sequence[str] = OPEN_STATES
+) -> PrefixListing:
+    """List the transactions under ``prefix`` in ``states`` and describe the open ones.
+
+    Parameters
+    ----------
+    cluster
+        Connections to the cluster.
+    prefix
+        Transactional-id prefix (``""`` = every transaction).
+    states
+        The states to list (ListTransactions' state filter; :data:`LISTED_STATES` for all).
+
+    Returns
+    -------
+    PrefixListing
+        The open transactions (described) and every listed id's state.
+
+    Raises
+    ------
+    KafkaTxnError
+        If the cluster cannot be reached or answers with an error (after the client's
+        bounded retries).
+    """
+    listed: dict[str, str] = {}
+    for t in list_transactions(cluster, states=states):
+        tid = t.transactional_id
+        if tid.startswith(prefix) and (
+            tid not in listed or _LISTING_RANK.get(t.state, 0) > _LISTING_RANK.get(listed[tid], 0)
+        ):
+            listed[tid] = t.state
+    ids = sorted(tid for tid, state in listed.items() if state in OPEN_STATES)
+    out: list[OpenTransaction] = []
+    if ids:
+        for tid, description in describe_transactions(cluster, ids).items():
+            if description is not None:
+                listed[tid] = description.state  # its coordinator's word, newer
+            if description is None or description.state not in OPEN_STATES:
+                logger.debug("transaction %r ended before it was described", tid)
+                continue
+            out.append(OpenTransaction.from_description(description))
+    return PrefixListing(sorted(out, key=lambda t: t.transactional_id), listed)
+
+
 def find_open_transactions(cluster: ClusterClient, prefix: str) -> list[OpenTransaction]:
     """Open transactions whose transactional id starts with ``prefix``.
 
@@ -214,17 +305,7 @@ def find_open_transactions(cluster: ClusterClient, prefix: str) -> list[OpenTran
         If the cluster cannot be reached or answers with an error (after the client's
         bounded retries).
     """
-    listed = list_transactions(cluster, states=OPEN_STATES)
-    ids = sorted({t.transactional_id for t in listed if t.transactional_id.startswith(prefix)})
-    if not ids:
-        return []
-    out: list[OpenTransaction] = []
-    for tid, description in describe_transactions(cluster, ids).items():
-        if description is None or description.state not in OPEN_STATES:
-            logger.debug("transaction %r ended before it was described", tid)
-            continue
-        out.append(OpenTransaction.from_description(description))
-    return sorted(out, key=lambda t: t.transactional_id)
+    return list_prefix(cluster, prefix).open
 
 
 def abort_open_transaction(
@@ -338,10 +419,29 @@ def wait_for_open_transactions(
     Gives up (logging ``what`` and the ids still pending) once the client's retry budget
     is spent: the coordinators finish those transactions on their own.
     """
+    return wait_for_listing(cluster, prefix, lambda listing: pending(listing.open), what).open
+
+
+def wait_for_listing(
+    cluster: ClusterClient,
+    prefix: str,
+    pending: Callable[[PrefixListing], list[str]],
+    what: str,
+    states: Sequence[str] = OPEN_STATES,
+) -> PrefixListing:
+    """:func:`list_prefix` in ``states``, with backoff, until ``pending(listing)`` names
+    nothing; return the last listing.
+
+    One ListTransactions round per poll (from 5 ms apart, doubling to 200 ms). Gives up
+    (logging ``what`` and the ids still pending) once the client's retry budget
+    (``kafka.max.block.ms``) is spent, counted between polls (a request that is being
+    retried when it runs out has the client's own budget): the coordinators finish those
+    transactions on their own.
+    """
     deadline = time.monotonic() + cluster.retry_timeout_s
     delay = _LISTING_MIN_S
     while True:
-        listed = find_open_transactions(cluster, prefix)
+        listed = list_prefix(cluster, prefix, states)
         waiting = pending(listed)
         if not waiting:
             return listed

@@ -74,7 +74,11 @@ def _verify(
 ) -> ErrorCode:
     """KIP-890 verification of a first transactional write, as the leader does it."""
     cluster = ctx.cluster
-    if cluster.coordinator(1, transactional_id) not in cluster.running:
+    coordinator = cluster.coordinator(1, transactional_id)
+    if (
+        coordinator not in cluster.running
+        or cluster.coordinator_error(1, transactional_id, coordinator) is not ErrorCode.none
+    ):  # down, or moving (Kafka maps its NOT_COORDINATOR / LOAD_IN_PROGRESS so)
         return ErrorCode.not_enough_replicas
     tp = TopicPartition(log.topic, log.partition)
     if ctx.version >= 12:

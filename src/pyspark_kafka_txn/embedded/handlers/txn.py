@@ -52,6 +52,13 @@ def _not_coordinator(ctx: Context, key_type: int, key: str) -> bool:
     return ctx.cluster.coordinator(key_type, key) != ctx.node_id
 
 
+def _txn_coordinator_error(ctx: Context, tid: str) -> ErrorCode:
+    """NONE when this node serves ``tid``'s coordinator; else NOT_COORDINATOR, or
+    COORDINATOR_LOAD_IN_PROGRESS while it loads the partition it took over
+    (``Cluster.coordinator_error``)."""
+    return ctx.cluster.coordinator_error(COORDINATOR_TXN, tid, ctx.node_id)
+
+
 def _producer_response(
     response_cls: type[Any], code: ErrorCode, producer_id: int = -1, epoch: int = -1
 ) -> Any:
@@ -87,8 +94,8 @@ def init_producer_id(ctx: Context, req: Any) -> Any:
     refused = _init_producer_id_refusal(ctx, tid, getattr(req, "enable2_pc", False))
     if refused is not None:
         result = TxnResult(refused)
-    elif tid and _not_coordinator(ctx, COORDINATOR_TXN, tid):
-        result = TxnResult(ErrorCode.not_coordinator)
+    elif tid and (moved := _txn_coordinator_error(ctx, tid)) is not ErrorCode.none:
+        result = TxnResult(moved)
     else:
         result = ctx.cluster.txn.init_producer_id(
             tid,
@@ -160,9 +167,8 @@ def add_partitions_to_txn(ctx: Context, req: Any) -> Any:
     elif refused:
         codes = {tp: refused.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
     else:
-        if _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
-            code = ErrorCode.not_coordinator
-        else:
+        code = _txn_coordinator_error(ctx, tid or "")
+        if code is ErrorCode.none:
             code = cluster.txn.add_partitions(
                 tid,
                 req.v3_and_below_producer_id,
@@ -215,8 +221,8 @@ def add_offsets_to_txn(ctx: Context, req: Any) -> Any:
         code = ErrorCode.group_authorization_failed
     elif not req.group_id:
         code = ErrorCode.invalid_group_id
-    elif _not_coordinator(ctx, COORDINATOR_TXN, req.transactional_id or ""):
-        code = ErrorCode.not_coordinator
+    elif (moved := _txn_coordinator_error(ctx, req.transactional_id or "")) is not ErrorCode.none:
+        code = moved
     else:
         tp = TopicPartition(OFFSETS_TOPIC, coordinator_partition(req.group_id))
         code = ctx.cluster.txn.add_partitions(
@@ -242,8 +248,8 @@ def end_txn(ctx: Context, req: Any) -> Any:
     tid = req.transactional_id
     if not _txn_id_allowed(ctx, tid):
         result = TxnResult(ErrorCode.transactional_id_authorization_failed)
-    elif _not_coordinator(ctx, COORDINATOR_TXN, tid or ""):
-        result = TxnResult(ErrorCode.not_coordinator)
+    elif (moved := _txn_coordinator_error(ctx, tid or "")) is not ErrorCode.none:
+        result = TxnResult(moved)
     else:
         result = ctx.cluster.txn.end_txn(
             tid, req.producer_id, req.producer_epoch, req.committed, tv2=ctx.version >= 5
@@ -416,7 +422,8 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
     CompleteAbort), as Kafka keeps it; -1 when Empty (after InitProducerId).
 
     Unknown (or expired) ids: TRANSACTIONAL_ID_NOT_FOUND; empty id: INVALID_REQUEST;
-    ids coordinated by another node: NOT_COORDINATOR. ACLs: DESCRIBE on the
+    ids coordinated by another node, or by none during a handover: NOT_COORDINATOR; ids
+    of a partition this node is loading: COORDINATOR_LOAD_IN_PROGRESS. ACLs: DESCRIBE on the
     transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the partitions of
     topics the principal may not DESCRIBE are left out.
     """
@@ -428,8 +435,8 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
             code = ErrorCode.transactional_id_authorization_failed
         elif not tid:
             code = ErrorCode.invalid_request
-        elif _not_coordinator(ctx, COORDINATOR_TXN, tid):
-            code = ErrorCode.not_coordinator
+        elif (moved := _txn_coordinator_error(ctx, tid)) is not ErrorCode.none:
+            code = moved
         else:
             meta = ctx.cluster.txn.describe(tid)
             code = ErrorCode.none if meta else ErrorCode.transactional_id_not_found
@@ -473,8 +480,21 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     from the last transaction's start time, kept after its completion; an id without one
     (Empty: -1) passes every duration. Dead ids are never listed, nor ids the principal
     may not DESCRIBE.
+
+    A coordinator move with a handover (``Cluster.move_coordinator``) is answered as
+    Kafka's ``TransactionStateManager.listTransactionStates`` answers it: while no node
+    owns the partition, its ids are listed nowhere, without an error; while this node
+    loads a partition, the whole answer is COORDINATOR_LOAD_IN_PROGRESS.
     """
     mod = response_module(LIST_TRANSACTIONS, ctx.version)
+    if ctx.cluster.loading_on(COORDINATOR_TXN, ctx.node_id):
+        return build(
+            mod.ListTransactionsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.coordinator_load_in_progress,
+            unknown_state_filters=(),
+            transaction_states=(),
+        )
     valid = {s.value for s in TxnState}
     unknown = tuple(s for s in req.state_filters if s not in valid)
     states = set(req.state_filters) - set(unknown)
@@ -483,7 +503,7 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     now = ctx.cluster.now_ms()
     rows = []
     for tid, meta in sorted(ctx.cluster.txn.txns.items()):
-        if meta.state is TxnState.DEAD or _not_coordinator(ctx, COORDINATOR_TXN, tid):
+        if meta.state is TxnState.DEAD or _txn_coordinator_error(ctx, tid) is not ErrorCode.none:
             continue
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
             continue

@@ -62,7 +62,6 @@ from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     COMPLETING_STATES,
-    OPEN_STATES,
     TxnState,
     connect,
     holds_open,
@@ -83,6 +82,7 @@ from pyspark_kafka_txn.writer.lingering import (
     PrefixListing,
     abort_leftovers,
     abort_lingering,
+    find_open_transactions,
     wait_for_listing,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
@@ -344,18 +344,21 @@ def _markers_landed(
     EndTxn answers once the coordinator has decided (PrepareCommit); the markers reach the
     partitions just after. Waiting for them makes ``commit()``'s return mean "every row of
     the batch is visible to read_committed consumers". Returns the open transactions under
-    the prefix as last listed.
+    the prefix, listed once the batch's have landed.
 
-    Each poll is one ListTransactions round in every state (:data:`LISTED_STATES`): a
-    transaction whose markers landed is listed CompleteCommit (or its id Empty, or Ongoing
-    with a newer transaction). One that is not listed at all is not taken for done: while
-    its coordinator moves (a ``__transaction_state`` partition changing leader), Apache
-    Kafka lists it nowhere for a moment, without an error. Such an id is described
-    (DescribeTransactions goes to its coordinator, found anew after NOT_COORDINATOR, and
-    is retried while that one loads the partition) until it is seen out of PrepareCommit;
-    only ids no listing shows are described, once no id of the batch is still listed as
-    completing. The wait is bounded as before (``kafka.max.block.ms`` of polling, then a
-    warning: the coordinators finish the transactions on their own).
+    Each poll is one ListTransactions round in every state (:data:`LISTED_STATES`) for the
+    batch's producer ids only (the response holds the batch's transactions, not every
+    transactional id of the cluster): a transaction whose markers landed is listed
+    CompleteCommit (or its id Empty, or Ongoing with a newer transaction). One that is not
+    listed at all is not taken for done: while its coordinator moves (a
+    ``__transaction_state`` partition changing leader), Apache Kafka lists it nowhere for
+    a moment, without an error; and an id whose producer id rolled over at its EndTxn is
+    listed under the new one. Such an id is described (DescribeTransactions goes to its
+    coordinator, found anew after NOT_COORDINATOR, and is retried while that one loads the
+    partition) until it is seen out of PrepareCommit; only ids no listing shows are
+    described, once no id of the batch is still listed as completing. The wait is bounded
+    as before (``kafka.max.block.ms`` of polling, then a warning: the coordinators finish
+    the transactions on their own).
     """
     ours = sorted({transactional_id(prefix, query_id, p) for p in decided})
     landed: set[str] = set()
@@ -367,8 +370,10 @@ def _markers_landed(
         landed.update(tid for tid in ours if tid in listing.states)
         return _not_yet_landed(cluster, [tid for tid in ours if tid not in landed], landed)
 
-    states = LISTED_STATES if ours else OPEN_STATES
-    return wait_for_listing(cluster, prefix, completing, "commit markers of", states).open
+    if ours:
+        producers = sorted({h.transaction.producer_id for h in decided.values()})
+        wait_for_listing(cluster, prefix, completing, "commit markers of", LISTED_STATES, producers)
+    return find_open_transactions(cluster, prefix)
 
 
 def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:

@@ -239,9 +239,13 @@ class PrefixListing:
 
 
 def list_prefix(
-    cluster: ClusterClient, prefix: str, states: Sequence[str] = OPEN_STATES
+    cluster: ClusterClient,
+    prefix: str,
+    states: Sequence[str] = OPEN_STATES,
+    producer_ids: Sequence[int] = (),
 ) -> PrefixListing:
-    """List the transactions under ``prefix`` in ``states`` and describe the open ones.
+    """List the transactions under ``prefix`` in ``states`` (of ``producer_ids`` only, when
+    given) and describe the open ones.
 
     Parameters
     ----------
@@ -251,6 +255,9 @@ def list_prefix(
         Transactional-id prefix (``""`` = every transaction).
     states
         The states to list (ListTransactions' state filter; :data:`LISTED_STATES` for all).
+    producer_ids
+        ListTransactions' producer-id filter (empty: every producer). A listing in every
+        state is only as small as the transactions it asks about when it names them.
 
     Returns
     -------
@@ -264,7 +271,7 @@ def list_prefix(
         bounded retries).
     """
     listed: dict[str, str] = {}
-    for t in list_transactions(cluster, states=states):
+    for t in list_transactions(cluster, states=states, producer_ids=producer_ids):
         tid = t.transactional_id
         if tid.startswith(prefix) and (
             tid not in listed or _LISTING_RANK.get(t.state, 0) > _LISTING_RANK.get(listed[tid], 0)
@@ -428,9 +435,10 @@ def wait_for_listing(
     pending: Callable[[PrefixListing], list[str]],
     what: str,
     states: Sequence[str] = OPEN_STATES,
+    producer_ids: Sequence[int] = (),
 ) -> PrefixListing:
-    """:func:`list_prefix` in ``states``, with backoff, until ``pending(listing)`` names
-    nothing; return the last listing.
+    """:func:`list_prefix` in ``states`` (of ``producer_ids``), with backoff, until
+    ``pending(listing)`` names nothing; return the last listing.
 
     One ListTransactions round per poll (from 5 ms apart, doubling to 200 ms). Gives up
     (logging ``what`` and the ids still pending) once the client's retry budget
@@ -441,7 +449,7 @@ def wait_for_listing(
     deadline = time.monotonic() + cluster.retry_timeout_s
     delay = _LISTING_MIN_S
     while True:
-        listed = list_prefix(cluster, prefix, states)
+        listed = list_prefix(cluster, prefix, states, producer_ids)
         waiting = pending(listed)
         if not waiting:
             return listed

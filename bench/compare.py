@@ -47,6 +47,7 @@ every record arrived exactly once. Example::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -59,7 +60,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
@@ -68,6 +68,7 @@ from tests.support.apache_kafka.cluster import ApacheKafka
 from tests.support.spark_kafka import connector
 
 import latency
+import reader_throughput
 from _verify import committed_count
 from writer_overhead import CpuMeter, null_sink
 
@@ -84,16 +85,6 @@ PYTHON_FLOOR = "floor: Python source -> null Python sink"
 PARTITIONS = 4
 KEY_SIZE = 8
 ARROW_ROWS = 10_000
-
-PRODUCER_SETTINGS: dict[str, Any] = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "linger.ms": 5,
-    "batch.num.messages": 10_000,
-    "queue.buffering.max.messages": 500_000,
-    "queue.buffering.max.kbytes": 1_048_576,
-    "compression.type": "none",
-}
 
 
 @dataclass(frozen=True)
@@ -172,36 +163,21 @@ def create_topic(bootstrap: str, prefix: str) -> str:
 
 
 def fill(bootstrap: str, data: Dataset) -> Dataset:
-    """Write ``data`` to a fresh topic in committed transactions of 50,000 records."""
+    """Write ``data`` to a fresh topic in committed transactions of 50,000 records
+    (``bench/reader_throughput.py``'s producer: distinct 8-byte keys, partitions in turn)."""
     topic = create_topic(bootstrap, f"cmp-{data.records}x{data.size}")
-    errors: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": f"bench-cmp-{uuid.uuid4().hex[:8]}",
-            "on_delivery": on_delivery,
-            **PRODUCER_SETTINGS,
-        }
+    opts = reader_throughput.Options(
+        records=data.records,
+        size=data.size,
+        key_size=KEY_SIZE,
+        partitions=PARTITIONS,
+        processes=1,
+        txn_records=50_000,
+        spark_runs=0,
+        skip_spark=True,
+        plot=None,
     )
-    producer.init_transactions(60)
-    value = os.urandom(data.size)
-    for first in range(0, data.records, 50_000):
-        producer.begin_transaction()
-        for n in range(first, min(first + 50_000, data.records)):
-            while True:
-                try:
-                    producer.produce(topic, value, b"%08d" % n, n % PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(0.005)
-        producer.commit_transaction(300)
-    if errors:
-        raise RuntimeError(f"filling {topic} failed: {errors[0]}")
+    reader_throughput.produce(bootstrap, topic, opts)
     return Dataset(data.records, data.size, topic)
 
 
@@ -514,36 +490,6 @@ def _check_written(bootstrap: str, sink: str, expected: int) -> None:
 # --------------------------------------------------------------------------- end to end
 
 
-def builtin_pipeline(
-    spark: Any,
-    bootstrap: str,
-    source: str,
-    sink: str,
-    _mode: str,
-    _options: dict[str, str],
-    args: Any,
-) -> Any:
-    """``format("kafka")`` (read_committed) → ``format("kafka")``, started (defaults)."""
-    checkpoint = tempfile.mkdtemp(prefix="bench-cmp-latency-")
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.isolation.level", "read_committed")
-        .option("subscribe", source)
-        .option("startingOffsets", "latest")
-        .load()
-        .select("key", "value")
-    )
-    return (
-        df.writeStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=args.trigger)
-        .start()
-    )
-
-
 def latency_section(
     spark: Any, bootstrap: str, rates: list[int], rounds: int, args: argparse.Namespace
 ) -> list[Measure]:
@@ -570,7 +516,8 @@ def latency_section(
         for rate in rates:
             for who in rotated(list(plans), r):
                 mode, options = plans[who]
-                start = builtin_pipeline if who == BUILTIN_WRITER else latency.start_query
+                fmt = "kafka" if who == BUILTIN_WRITER else "kafka_txn"
+                start = functools.partial(latency.start_query, fmt=fmt)
                 run = latency.measure(spark, bootstrap, mode, rate, options, lat_args, start=start)
                 pct = {f"p{q}": run.pct(q / 100) for q in (50, 95, 99)}
                 for phase, values in run.phases.items():

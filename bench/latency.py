@@ -196,11 +196,16 @@ def start_query(
     mode: str,
     options: dict[str, str],
     args: Any,
+    fmt: str = "kafka_txn",
 ) -> Any:
-    """``kafka_txn`` → ``kafka_txn`` with ``deliveryGuarantee=mode``, started."""
+    """``kafka_txn`` → ``kafka_txn`` with ``deliveryGuarantee=mode``, started; with
+    ``fmt="kafka"``, Spark's built-in connector both ways instead (its reader set to
+    read_committed, its writer at least once: ``mode`` is not used)."""
     checkpoint = tempfile.mkdtemp(prefix="bench-latency-ckpt-")
+    if fmt == "kafka":
+        options = {"kafka.isolation.level": "read_committed", **options}
     df = (
-        spark.readStream.format("kafka_txn")
+        spark.readStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "latest")
@@ -208,12 +213,13 @@ def start_query(
         .load()
         .select("key", "value")
     )
+    writer = df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    if fmt == "kafka_txn":
+        writer = writer.option("deliveryGuarantee", mode).option(
+            "transactionalIdPrefix", f"bench-lat-{uuid.uuid4().hex[:8]}-"
+        )
     return (
-        df.writeStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("deliveryGuarantee", mode)
-        .option("transactionalIdPrefix", f"bench-lat-{uuid.uuid4().hex[:8]}-")
+        writer.option("topic", sink)
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=args.trigger)
         .start()

@@ -124,7 +124,6 @@ def produce(bootstrap: str, topic: str, opts: Options) -> float:
     )
     producer.init_transactions(30)
     value = os.urandom(opts.size)
-    key = os.urandom(opts.key_size) if opts.key_size else None
     started = time.monotonic()
     left = opts.records
     n = 0
@@ -135,6 +134,7 @@ def produce(bootstrap: str, topic: str, opts: Options) -> float:
         for _ in range(count):
             while True:
                 try:
+                    key = b"%0*d" % (opts.key_size, n) if opts.key_size else None
                     send(topic, value, key, n % opts.partitions)
                     break
                 except BufferError:

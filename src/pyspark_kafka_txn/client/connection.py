@@ -9,12 +9,18 @@ responses that arrive before the one asked for are kept until claimed.
 kio encodes every request (header + body) and decodes every response (header + body).
 Response headers follow the flexible-version rule except for ApiVersions, which is always
 answered with header v0; kio's ``__header_schema__`` already encodes that.
+
+SASL sessions with a lifetime (KIP-368: a broker's ``connections.max.reauth.ms``, or a
+token that expires) are renewed between requests: once half the lifetime has passed, the
+next :meth:`Connection.send` re-authenticates on the open connection, or reconnects if
+the session already ended, since the broker closes a connection whose session ended.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
 import io
 import logging
 import random
@@ -160,6 +166,12 @@ class Connection:
         self.api_ranges: dict[int, tuple[int, int]] = {}
         #: Finalized feature levels (e.g. ``transaction.version``) from ApiVersions v3+.
         self.finalized_features: dict[str, int] = {}
+        # KIP-368: monotonic times at which the SASL session should be renewed on this
+        # connection and at which the broker ends it (None: no lifetime was given).
+        self._reauth_at: float | None = None
+        self._session_end: float | None = None
+        #: SASL re-authentications done on this connection's sockets (KIP-368).
+        self.reauthentications = 0
 
     def __repr__(self) -> str:
         return f"Connection({self.host}:{self.port}, node={self.node_id})"
@@ -238,6 +250,7 @@ class Connection:
                 self._sock = None
         self._pending.clear()
         self._done.clear()
+        self._reauth_at = self._session_end = None
 
     def _note_failure(self) -> None:
         self._failures += 1
@@ -296,6 +309,7 @@ class Connection:
             )
         version = self.version(SASL_AUTHENTICATE, 0, 2)
         user, password = security.username or "", security.password or ""
+        started = time.monotonic()
 
         def step(token: bytes) -> bytes:
             resp = self.request(SASL_AUTHENTICATE, version, auth_bytes=token)
@@ -304,6 +318,7 @@ class Connection:
                     f"SASL {mechanism} authentication to {self.host}:{self.port} failed: "
                     f"{resp.error_message or resp.error_code.name}"
                 )
+            self._note_session_lifetime(started, getattr(resp, "session_lifetime", None))
             return bytes(resp.auth_bytes)
 
         if mechanism == "PLAIN":
@@ -335,6 +350,70 @@ class Connection:
         server_first = step(scram.first_message())
         server_final = step(scram.final_message(server_first))
         scram.verify_server_final(server_final)
+
+    def _note_session_lifetime(self, started: float, lifetime: datetime.timedelta | None) -> None:
+        """Remember when the SASL session ends (KIP-368, SaslAuthenticate v1+).
+
+        A broker with ``connections.max.reauth.ms`` (or a token that expires) gives the
+        session's lifetime, counted from when authentication began; past it the broker
+        closes the connection at its next request other than SaslHandshake. The session
+        is renewed by the first request after a random 45-55 % of the lifetime: earlier
+        than Kafka's Java client (85-95 %), whose network thread renews idle connections
+        too, since this client only acts when a request is sent.
+        """
+        if lifetime is None or lifetime <= datetime.timedelta(0):
+            self._reauth_at = self._session_end = None
+            return
+        seconds = lifetime.total_seconds()
+        self._session_end = started + seconds
+        self._reauth_at = started + seconds * random.uniform(0.45, 0.55)
+
+    def _renew_session(self) -> None:
+        """Re-authenticate (KIP-368) or reconnect when the SASL session is about to end.
+
+        Called by :meth:`send` between requests. The responses still due are read first
+        (kept for :meth:`receive`), since a re-authentication must not interleave with
+        other requests. Within the lifetime SaslHandshake and SaslAuthenticate are sent
+        again on the open connection with a fresh credential (a current OAUTHBEARER
+        token); past it, or on a broker that refuses, the connection is closed and
+        opened again (nothing is pending then, so no request is lost).
+        """
+        if self._sock is None or self._reauth_at is None or time.monotonic() < self._reauth_at:
+            return
+        while len(self._pending) > len(self._done):
+            self._receive_one()
+        assert self._session_end is not None
+        if time.monotonic() >= self._session_end - 0.05:
+            logger.info(
+                "SASL session to %s:%s ended before it was renewed: reconnecting",
+                self.host,
+                self.port,
+            )
+            self._reconnect_keeping_responses()
+            return
+        self._reauth_at = self._session_end = None
+        try:
+            self._authenticate(self.config.security)
+        except AuthenticationError as exc:
+            logger.warning("SASL re-authentication to %s:%s failed: %s", self.host, self.port, exc)
+            self.close()
+            self._note_failure()
+            raise
+        except BaseException:
+            self.close()
+            self._note_failure()
+            raise
+        self.reauthentications += 1
+        logger.debug("re-authenticated the SASL session to %s:%s (KIP-368)", self.host, self.port)
+
+    def _reconnect_keeping_responses(self) -> None:
+        """Close and open the socket, keeping the responses already read for :meth:`receive`."""
+        done = dict(self._done)
+        pending = {cid: self._pending[cid] for cid in done}
+        self.close()
+        self.connect()
+        self._done.update(done)
+        self._pending.update(pending)
 
     def _roundtrip_api_versions(self, version: int) -> Any:
         req_cls = load_request_schema(API_VERSIONS, version)
@@ -388,6 +467,7 @@ class Connection:
         for responses kio cannot decode (e.g. -1 timestamps).
         """
         self.connect()
+        self._renew_session()
         while len(self._pending) - len(self._done) >= self.config.max_in_flight:
             self._receive_one()
         req_cls = load_request_schema(api_key, version)

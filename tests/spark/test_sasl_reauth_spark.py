@@ -40,7 +40,13 @@ from tests.support.hang import wait_until
 from tests.support.oauth import unsecured_jwt
 from tests.support.txns import committed_batches
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.local_spark_only(
+        "starts an Apache Kafka broker of its own; the sessions it renews are the driver's "
+        "and the executors' Kafka connections, the same in every Spark mode"
+    ),
+]
 
 REAUTH_MS = 3000
 PROVIDER = "tests.support.oauth:admin_token"

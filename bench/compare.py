@@ -586,14 +586,14 @@ def reader_table(found: list[Measure]) -> list[str]:
         return m.records / m.wall_s
 
     lines = [
-        '| read | kafka_txn | format("kafka") | floor | kafka_txn ÷ built-in | kafka_txn ÷ floor |',
+        '| read | kafka_txn, k rows/s | format("kafka"), k rows/s | floor, k rows/s | '
+        "kafka_txn ÷ built-in | kafka_txn ÷ floor |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for case in _cases(found, "reader"):
         rounds = _per_round(found, "reader", case)
         cells = [
             _median_range([rate(by[c]) / 1e3 for by in rounds.values() if c in by], "{:.0f}")
-            + "k/s"
             for c in (TXN, BUILTIN, FLOOR)
         ]
         vs_builtin = _median_range(_ratios(rounds, TXN, BUILTIN, rate))
@@ -605,7 +605,7 @@ def reader_table(found: list[Measure]) -> list[str]:
 def writer_table(found: list[Measure]) -> list[str]:
     """Wall time, records/s, CPU s per M records; ratios to the built-in writer."""
     lines = [
-        "| writer | records/s | Spark CPU s per M records | broker CPU s per M | "
+        "| writer | k rows/s | Spark CPU s per M records | broker CPU s per M | "
         "records/s ÷ built-in |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -613,7 +613,7 @@ def writer_table(found: list[Measure]) -> list[str]:
         rounds = _per_round(found, "writer", case)
         for who in (EXACTLY_ONCE, AT_LEAST_ONCE, BUILTIN_WRITER, NULL_SINK, READING_ONLY):
             ms = [by[who] for by in rounds.values() if who in by]
-            rate = _median_range([m.records / m.wall_s / 1e3 for m in ms], "{:.0f}") + "k"
+            rate = _median_range([m.records / m.wall_s / 1e3 for m in ms], "{:.0f}")
             cpu = _median_range([m.spark_cpu_s * 1e6 / m.records for m in ms], "{:.1f}")
             bcpu = _median_range([m.broker_cpu_s * 1e6 / m.records for m in ms], "{:.1f}")
             ratio = _median_range(

@@ -20,7 +20,6 @@ from collections import Counter
 import pyarrow as pa
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
@@ -31,21 +30,11 @@ from tests.support.lso import assert_nothing_open, lso, pinned_partitions, wait_
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
 from tests.support.txns import leave_open, open_transactions
+from tests.support.writer_options import fresh_prefix, writer_options
 
 TIMEOUT_MS = 60_000
 #: The transactions left open outlive the test: only ``abort_batch`` can end them.
 LONG_MS = 600_000
-
-
-def _options(bootstrap: str, topic: str, prefix: str, **extra: str) -> WriterOptions:
-    return parse_writer_options(
-        {
-            "kafka.bootstrap.servers": bootstrap,
-            "topic": topic,
-            "transactionalIdPrefix": prefix,
-            **extra,
-        }
-    )
 
 
 def _values(tag: str, n: int) -> list[bytes]:
@@ -77,8 +66,8 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
     """A batch job (the driver knows its id): task 1 returned, task 0 was killed."""
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = f"k-{uuid.uuid4().hex[:8]}-"
-    options = _options(bs, topic, prefix)
+    prefix = fresh_prefix("k")
+    options = writer_options(bs, topic, prefix)
     job = f"job-{uuid.uuid4()}"
     returned = write_task(options, TaskIdentity(job, 0, 1, 0), iter([_rows(1, "t1")]), TIMEOUT_MS)
     assert returned.kind == FRESH
@@ -111,7 +100,7 @@ def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
 ) -> None:
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = f"k-{uuid.uuid4().hex[:8]}-"
+    prefix = fresh_prefix("k")
     job = f"job-{uuid.uuid4()}"
     for partition in (0, 1):
         leave_open(
@@ -124,7 +113,7 @@ def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
         )
     assert _lsos(bs, topic) == {0: 0, 1: 0}  # both open
 
-    abort_batch(_options(bs, topic, prefix), [None, None], 0, query_id=job)
+    abort_batch(writer_options(bs, topic, prefix), [None, None], 0, query_id=job)
 
     # Both ended by an abort: each partition holds its five records and one marker.
     assert _lsos(bs, topic) == {0: 6, 1: 6}
@@ -138,10 +127,10 @@ def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget
     at-least-once mode too, a killed task's transaction is ended."""
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = f"k-{uuid.uuid4().hex[:8]}-"
+    prefix = fresh_prefix("k")
     query = str(uuid.uuid4())
     for guarantee in ("exactly_once", "at_least_once"):
-        options = _options(bs, topic, prefix, deliveryGuarantee=guarantee)
+        options = writer_options(bs, topic, prefix, {"deliveryGuarantee": guarantee})
         batch = 0 if guarantee == "exactly_once" else 1
         who = TaskIdentity(query, batch, 1, 0)
         returned = write_task(options, who, iter([_rows(1, guarantee)]), TIMEOUT_MS)

@@ -55,7 +55,7 @@ from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.groups import coordinator_partition
-from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import COORDINATOR_TXN, LIST_TRANSACTIONS, WRITE_TXN_MARKERS
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
@@ -69,6 +69,7 @@ from tests.support.protocol import raw_request, request_module
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
 from tests.support.txns import open_transactions
+from tests.support.writer_options import fresh_prefix, writer_options
 
 #: Long enough for the whole test (Kafka's tools run in it): the broker must not abort the
 #: batch's transaction at its timeout meanwhile.
@@ -84,18 +85,9 @@ EARLY_S = 3.0
 STATE_TOPIC = "__transaction_state"
 
 
-def _options(bootstrap: str, topic: str, prefix: str) -> WriterOptions:
-    return parse_writer_options(
-        {
-            "kafka.bootstrap.servers": bootstrap,
-            "topic": topic,
-            "transactionalIdPrefix": prefix,
-            "kafka.transaction.timeout.ms": str(TIMEOUT_MS),
-            # The driver's bound on waiting for the markers (and on its retries): above the
-            # test's waits, so that only an early return can end the commit early.
-            "kafka.max.block.ms": "180000",
-        }
-    )
+#: The driver's bound on waiting for the markers (and on its retries): above the test's
+#: waits, so that only an early return can end the commit early.
+OPTIONS = {"kafka.transaction.timeout.ms": str(TIMEOUT_MS), "kafka.max.block.ms": "180000"}
 
 
 def _values(tag: str) -> list[bytes]:
@@ -205,9 +197,9 @@ def _embedded_move(kafka: EmbeddedKafka) -> None:
     bs = kafka.bootstrap_servers
     topic = f"cmove-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, 1)
-    prefix, query = f"cm-{uuid.uuid4().hex[:8]}-", str(uuid.uuid4())
+    prefix, query = fresh_prefix("cm"), str(uuid.uuid4())
     tid = transactional_id(prefix, query, 0)
-    options, values = _options(bs, topic, prefix), _values("e")
+    options, values = writer_options(bs, topic, prefix, OPTIONS), _values("e")
     message = _write(options, query, values)
     old = kafka.call(lambda c: c.coordinator(COORDINATOR_TXN, tid))
     new = (old + 1) % 3
@@ -253,7 +245,7 @@ def _apache_move(apache: ApacheKafka, workdir: Path) -> None:
     # brokers in id order, so it asks the new coordinator before the old one.
     query, new = str(uuid.uuid4()), ids[0]
     for _ in range(100):
-        prefix = f"cm-{uuid.uuid4().hex[:8]}-"
+        prefix = fresh_prefix("cm")
         tid = transactional_id(prefix, query, 0)
         old = _coordinator(bs, tid)
         if old != new:
@@ -266,7 +258,7 @@ def _apache_move(apache: ApacheKafka, workdir: Path) -> None:
     output = TopicPartition(topic, 0)
     leader = _leader(admin, output)
     values = _values("a")
-    message = _write(_options(bs, topic, prefix), query, values)
+    message = _write(writer_options(bs, topic, prefix, OPTIONS), query, values)
     before = _kafka_describe(bs, tid)
     assert (before["CoordinatorId"], before["TransactionState"]) == (str(old), "Ongoing")
     # The preferred leaders after the move: the new coordinator, and another node for the
@@ -280,7 +272,9 @@ def _apache_move(apache: ApacheKafka, workdir: Path) -> None:
     # stays in PrepareCommit, its rows invisible, until they are released.
     markers = apache.hold(WRITE_TXN_MARKERS)
     try:
-        commit = _Commit(_options(apache.proxied_bootstrap_servers, topic, prefix), message)
+        commit = _Commit(
+            writer_options(apache.proxied_bootstrap_servers, topic, prefix, OPTIONS), message
+        )
         commit.start()
         wait_until(
             "the batch in PrepareCommit (EndTxn answered)",

@@ -33,7 +33,7 @@ from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import CommitFailedError
-from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
@@ -43,6 +43,7 @@ from pyspark_kafka_txn.writer.messages import COMMITTED, FRESH, TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.readback import read_records
+from tests.support.writer_options import fresh_prefix, writer_options
 
 TIMEOUT_MS = 5000
 ROWS = 60
@@ -58,15 +59,11 @@ def kafka() -> Iterator[EmbeddedKafka]:
 
 
 def _options(kafka: EmbeddedKafka, topic: str) -> WriterOptions:
-    return parse_writer_options(
-        {
-            "kafka.bootstrap.servers": kafka.bootstrap_servers,
-            "topic": topic,
-            "transactionalIdPrefix": f"x-{uuid.uuid4().hex[:8]}-",
-            "kafka.transaction.timeout.ms": str(TIMEOUT_MS),
-            "kafka.transaction.two.phase.commit.enable": "false",
-        }
-    )
+    extra = {
+        "kafka.transaction.timeout.ms": str(TIMEOUT_MS),
+        "kafka.transaction.two.phase.commit.enable": "false",
+    }
+    return writer_options(kafka.bootstrap_servers, topic, fresh_prefix("x"), extra)
 
 
 def _run(options: WriterOptions, query: str, spark_partitions: int) -> list[TaskMessage]:

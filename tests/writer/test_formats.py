@@ -22,7 +22,6 @@ import pytest
 from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions, fetch_offsets
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transactions
 from pyspark_kafka_txn.errors import FormatVersionError
-from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
@@ -34,23 +33,14 @@ from tests.support import durable_formats as v1
 from tests.support.lso import assert_nothing_open
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
+from tests.support.writer_options import fresh_prefix, writer_options
 
 ROWS = 20
 
 
-def _options(kafka: KafkaTarget, topic: str) -> WriterOptions:
-    return parse_writer_options(
-        {
-            "kafka.bootstrap.servers": kafka.bootstrap_servers,
-            "topic": topic,
-            "transactionalIdPrefix": f"fmt-{uuid.uuid4().hex[:8]}-",
-        }
-    )
-
-
 def test_records_of_format_1_are_read_back_from_kafka(kafka: KafkaTarget) -> None:
     topic = kafka.create_topic(partitions=2, prefix="fmt1")
-    options = _options(kafka, topic)
+    options = writer_options(kafka.bootstrap_servers, topic, fresh_prefix("fmt"))
     prefix = options.transactional_id_prefix
     anchor = (topic, 0)
     header = decision_group(prefix, v1.QUERY)
@@ -92,7 +82,7 @@ def _visible(kafka: KafkaTarget, topic: str, isolation: str) -> Counter[str]:
 
 def test_decision_record_of_a_newer_format_stops_the_write(kafka: KafkaTarget) -> None:
     topic = kafka.create_topic(partitions=2, prefix="fmtnew")
-    options = _options(kafka, topic)
+    options = writer_options(kafka.bootstrap_servers, topic, fresh_prefix("fmt"))
     prefix, query = options.transactional_id_prefix, str(uuid.uuid4())
     tids = [transactional_id(prefix, query, p) for p in range(2)]
 

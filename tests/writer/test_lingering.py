@@ -37,6 +37,7 @@ from pyspark_kafka_txn.writer.lingering import (
 from tests.support.clusters import CheckedKafka
 from tests.support.lso import pinned_partitions
 from tests.support.target import KafkaTarget, transaction_versions
+from tests.support.writer_options import fresh_prefix
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -244,7 +245,7 @@ def test_abort_counts_a_transaction_ended_meanwhile_as_done(
     kafka = target.require_embedded()
     bs = kafka.bootstrap_servers
     topic = _topic(target)
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
 
     def lingering(n: int) -> PreparedTransaction:
         config = ProducerConfig(bs, f"{prefix}{n}", transaction_version=tv)
@@ -278,7 +279,7 @@ def test_an_abort_that_fails_exits_1(
 ) -> None:
     bs = kafka_tv2.bootstrap_servers
     topic = _topic(kafka_tv2)
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
     handle = _write(ProducerConfig(bs, f"{prefix}0"), topic, [b"x"], commit=None)
     refusal = kafka_tv2.require_embedded().fail_requests(
         "EndTxn", "transactional_id_authorization_failed"
@@ -306,7 +307,7 @@ def test_abort_leaves_the_next_transaction_of_a_live_producer_alone(
     stale abort hit the live producer's next transaction; the start time does not."""
     bs = kafka_tv1.bootstrap_servers
     topic = _topic(kafka_tv1)
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
     first, second = _values("first"), _values("second")
     with (
         ClusterClient(bs) as cluster,
@@ -341,7 +342,7 @@ def test_a_completing_commit_is_waited_for_not_aborted(
     kafka = target.require_embedded()
     bs = kafka.bootstrap_servers
     topic = _topic(target)
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
     values = _values("decided")
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=tv), topic, values, commit=None
@@ -368,7 +369,7 @@ def test_a_stuck_prepare_commit_is_reported(kafka_tv2: KafkaTarget) -> None:
     embedded = kafka_tv2.require_embedded()
     bs = kafka_tv2.bootstrap_servers
     topic = _topic(kafka_tv2)
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=2), topic, [b"x"], commit=None
     )
@@ -414,7 +415,7 @@ def test_sasl_command_config_and_secrets(
         "sasl.password": ADMIN_PASSWORD,
     }
     topic = _topic(KafkaTarget(sasl_kafka.bootstrap_servers, sasl_kafka))
-    prefix = f"p-{_uid()}-"
+    prefix = fresh_prefix("p")
     config = ProducerConfig.from_options(
         {"bootstrap.servers": bs, "transactional.id": f"{prefix}0", **sasl}
     )

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka_txn.errors import CommitFailedError, ProducerFencedError
-from pyspark_kafka_txn.options.writer import WriterOptions, parse_writer_options
+from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
@@ -43,6 +43,7 @@ from tests.support.lso import assert_nothing_open
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget, transaction_versions
 from tests.support.txns import open_transactions
+from tests.support.writer_options import fresh_prefix, writer_options
 
 HANG_S = 60.0  # hang detector, never a timing assertion
 
@@ -57,16 +58,6 @@ def target(request: pytest.FixtureRequest, kafka: KafkaTarget) -> KafkaTarget:
     kafka = request.getfixturevalue(f"kafka_tv{request.param}")
     assert isinstance(kafka, KafkaTarget)
     return kafka
-
-
-def _options(target: KafkaTarget, topic: str) -> WriterOptions:
-    return parse_writer_options(
-        {
-            "kafka.bootstrap.servers": target.bootstrap_servers,
-            "topic": topic,
-            "transactionalIdPrefix": f"z-{uuid.uuid4().hex[:8]}-",
-        }
-    )
 
 
 def _rows(partition: int, writer: str, start: int = 0, stop: int = ROWS) -> pa.RecordBatch:
@@ -99,7 +90,7 @@ def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly
 ) -> None:
     bs = target.bootstrap_servers
     topic = target.create_topic(partitions=2, prefix="zfenced")
-    options = _options(target, topic)
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
     p0 = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
     p1 = replace(p0, partition=1)
 
@@ -138,7 +129,7 @@ def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarg
     attempt 0 goes on writing: it is fenced, and its abort leaves attempt 1's alone."""
     bs = target.bootstrap_servers
     topic = target.create_topic(partitions=2, prefix="zzombie")
-    options = _options(target, topic)
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
     who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
     newer: list[TaskMessage] = []
 
@@ -169,7 +160,7 @@ def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
     """Both attempts prepared; the driver got the newest one's message."""
     bs = target.bootstrap_servers
     topic = target.create_topic(partitions=2, prefix="znewest")
-    options = _options(target, topic)
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
     who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
 
     older = _write(options, who, "a0")
@@ -192,7 +183,7 @@ def test_attempt_without_rows_claims_no_id_and_cannot_fence_the_retry(
     it claims no id: the retry is not fenced and its rows are written once."""
     bs = target.bootstrap_servers
     topic = target.create_topic(partitions=2, prefix="znorows")
-    options = _options(target, topic)
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
     who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
     late: list[str] = []
 
@@ -229,7 +220,7 @@ def test_empty_retry_leaves_the_older_open_transaction_to_the_driver(
     abort."""
     bs = target.bootstrap_servers
     topic = target.create_topic(partitions=2, prefix="zempty")
-    options = _options(target, topic)
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
     prefix = options.transactional_id_prefix
     who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
 

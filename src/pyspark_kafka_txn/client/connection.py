@@ -19,6 +19,7 @@ the session already ended, since the broker closes a connection whose session en
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import io
@@ -28,6 +29,7 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,13 +227,21 @@ class Connection:
         # client certificate; a rejection shows up on the first read (as Kafka's
         # SslTransportLayer treats failures in its POST_HANDSHAKE state).
         self._tls_unconfirmed = isinstance(sock, ssl.SSLSocket) and sock.version() == "TLSv1.3"
-        try:
+        with self._closed_on_failure("%s"):
             self._negotiate()
             if security.uses_sasl:
                 self._authenticate(security)
+        self._failures = 0
+
+    @contextlib.contextmanager
+    def _closed_on_failure(self, auth_failed: str, *args: object) -> Iterator[None]:
+        """Close the socket and count a failure when the block raises; an authentication
+        failure (not retried) is logged first, with the format ``auth_failed`` of ``args``
+        and the error, as the Java client logs its "failed authentication due to"."""
+        try:
+            yield
         except AuthenticationError as exc:
-            # Not retried: log it like the Java client's "failed authentication due to".
-            logger.warning("%s", exc)
+            logger.warning(auth_failed, *args, exc)
             self.close()
             self._note_failure()
             raise
@@ -239,7 +249,6 @@ class Connection:
             self.close()
             self._note_failure()
             raise
-        self._failures = 0
 
     def close(self) -> None:
         """Close the socket; requests still pending are lost."""
@@ -392,17 +401,10 @@ class Connection:
             self._reconnect_keeping_responses()
             return
         self._reauth_at = self._session_end = None
-        try:
+        with self._closed_on_failure(
+            "SASL re-authentication to %s:%s failed: %s", self.host, self.port
+        ):
             self._authenticate(self.config.security)
-        except AuthenticationError as exc:
-            logger.warning("SASL re-authentication to %s:%s failed: %s", self.host, self.port, exc)
-            self.close()
-            self._note_failure()
-            raise
-        except BaseException:
-            self.close()
-            self._note_failure()
-            raise
         self.reauthentications += 1
         logger.debug("re-authenticated the SASL session to %s:%s (KIP-368)", self.host, self.port)
 

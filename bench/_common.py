@@ -45,3 +45,39 @@ def broker_process(*args: str) -> Iterator[tuple[str, int]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def memory_batches(
+    partition: int, rows: int, value_size: int, key_size: int, batch_rows: int
+) -> Iterator[Any]:
+    """Arrow record batches of the reader's schema built in memory (the floors' rows):
+    ``rows`` rows of Spark partition ``partition``, values of ``value_size`` bytes, keys of
+    ``key_size`` bytes (none when 0), ``batch_rows`` rows per batch."""
+    import pyarrow as pa
+
+    from pyspark_kafka_txn.schema import arrow_schema
+
+    value, key = b"v" * value_size, (b"k" * key_size if key_size else None)
+    for first in range(0, rows, batch_rows):
+        n = min(batch_rows, rows - first)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([key] * n, pa.binary()),
+                pa.array([value] * n, pa.binary()),
+                pa.array(["topic"] * n, pa.string()),
+                pa.array([partition] * n, pa.int32()),
+                pa.array(range(first, first + n), pa.int64()),
+                pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * n, pa.int32()),
+            ],
+            schema=arrow_schema(False),
+        )
+
+
+def pickle_by_value() -> None:
+    """Make Spark send this module's functions to its Python workers by value: the workers
+    do not have ``bench/`` on their path (a data source of a benchmark calls
+    :func:`memory_batches` in them)."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])

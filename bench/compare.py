@@ -69,6 +69,7 @@ from tests.support.spark_kafka import connector
 
 import latency
 import reader_throughput
+from _common import memory_batches, pickle_by_value
 from _verify import committed_count
 from writer_overhead import CpuMeter, null_sink
 
@@ -132,22 +133,9 @@ def rotated(items: Sequence[str], by: int) -> list[str]:
 
 
 def spark_session(jars: str) -> Any:
-    """One ``local[2]`` SparkSession with both connectors."""
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka_txn-vs-builtin")
-        .config("spark.jars", jars)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    """One ``local[2]`` SparkSession with both connectors and the floors' data sources."""
+    spark = latency.spark_session("kafka_txn-vs-builtin", jars)
+    pickle_by_value()  # the floors' rows come from bench/_common.py
     spark.dataSource.register(floor_source())
     spark.dataSource.register(null_sink())
     spark.dataSource.register(ticker_source())
@@ -183,26 +171,8 @@ def fill(bootstrap: str, data: Dataset) -> Dataset:
 
 def batches(partition: Any, value_size: int, key_size: int) -> Iterator[Any]:
     """Arrow batches of the reader's schema for ``partition.value`` = (partition, rows)."""
-    import pyarrow as pa
-
-    from pyspark_kafka_txn.schema import arrow_schema
-
     p, rows = partition.value
-    value, key = b"v" * value_size, b"k" * key_size
-    for first in range(0, rows, ARROW_ROWS):
-        n = min(ARROW_ROWS, rows - first)
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([key] * n, pa.binary()),
-                pa.array([value] * n, pa.binary()),
-                pa.array(["topic"] * n, pa.string()),
-                pa.array([p] * n, pa.int32()),
-                pa.array(range(first, first + n), pa.int64()),
-                pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                pa.array([0] * n, pa.int32()),
-            ],
-            schema=arrow_schema(False),
-        )
+    return memory_batches(p, rows, value_size, key_size, ARROW_ROWS)
 
 
 def floor_source() -> Any:

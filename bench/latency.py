@@ -169,16 +169,18 @@ class Watcher(threading.Thread):
 # --------------------------------------------------------------------------- the runs
 
 
-def spark_session() -> Any:
-    """One ``local[2]`` SparkSession for every query of the run."""
+def spark_session(app: str = "kafka_txn-latency-bench", jars: str = "") -> Any:
+    """One ``local[2]`` SparkSession for every query of the run (with ``jars`` on
+    ``spark.jars``: ``bench/compare.py`` adds Spark's built-in Kafka connector)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master("local[2]").appName(app)
+    if jars:
+        builder = builder.config("spark.jars", jars)
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka_txn-latency-bench")
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.numRecentProgressUpdates", "100000")

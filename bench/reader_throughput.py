@@ -44,7 +44,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from _common import FAST_CONSUMER_SETTINGS, broker_process
+from _common import FAST_CONSUMER_SETTINGS, broker_process, memory_batches, pickle_by_value
 from _plot import FIGSIZE, pyplot, save
 
 _START_TIMEOUT_S = 60.0
@@ -283,26 +283,8 @@ def _floor_source(counts: dict[int, int], value_size: int, key_size: int) -> Any
             return [InputPartition((p, n)) for p, n in sorted(counts.items())]
 
         def read(self, partition: Any) -> Iterator[Any]:
-            import pyarrow as pa
-
-            from pyspark_kafka_txn.schema import arrow_schema
-
             p, rows = partition.value
-            value, key = b"v" * value_size, (b"k" * key_size if key_size else None)
-            for first in range(0, rows, ARROW_BATCH_ROWS):
-                n = min(ARROW_BATCH_ROWS, rows - first)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([key] * n, pa.binary()),
-                        pa.array([value] * n, pa.binary()),
-                        pa.array(["topic"] * n, pa.string()),
-                        pa.array([p] * n, pa.int32()),
-                        pa.array(range(first, first + n), pa.int64()),
-                        pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                        pa.array([0] * n, pa.int32()),
-                    ],
-                    schema=arrow_schema(False),
-                )
+            return memory_batches(p, rows, value_size, key_size, ARROW_BATCH_ROWS)
 
     class FloorSource(DataSource):
         @classmethod
@@ -349,6 +331,7 @@ def spark_runs(bootstrap: str, topic: str, opts: Options) -> list[Result]:
     results: list[Result] = []
     # The records were produced round-robin: record n went to partition n % partitions.
     counts = {p: len(range(p, opts.records, opts.partitions)) for p in range(opts.partitions)}
+    pickle_by_value()  # the floor's rows come from bench/_common.py
     spark.dataSource.register(_floor_source(counts, opts.size, opts.key_size))
     try:
         for run in range(1, opts.spark_runs + 1):

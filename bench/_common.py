@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 # A read_committed consumer tuned for throughput, as a user tuning librdkafka would set it.
@@ -81,3 +82,71 @@ def pickle_by_value() -> None:
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def floor_options(counts: Mapping[int, int], value_size: int, key_size: int) -> dict[str, str]:
+    """The options of :func:`floor_source` for ``counts[p]`` rows in Spark partition ``p``."""
+    return {
+        "counts": json.dumps({str(p): n for p, n in counts.items()}),
+        "value_size": str(value_size),
+        "key_size": str(key_size),
+    }
+
+
+def floor_source(defaults: Mapping[str, str] | None = None) -> Any:
+    """The floor of a read: a Python data source ``bench_floor`` (batch and streaming) that
+    yields rows of the reader's schema from memory (:func:`memory_batches`), one Spark
+    partition per entry of its ``counts``, nothing fetched: what Spark itself costs for any
+    Python source to deliver those rows. Its options are :func:`floor_options`, given to
+    the query or, as ``defaults``, here."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+    )
+
+    from pyspark_kafka_txn.reader.executor import ARROW_BATCH_ROWS
+    from pyspark_kafka_txn.schema import spark_schema
+
+    pickle_by_value()  # its readers call memory_batches in Spark's workers
+    preset = dict(defaults or {})
+
+    class Floor:
+        def __init__(self, options: dict[str, str]) -> None:
+            self.counts = {int(p): n for p, n in json.loads(options["counts"]).items()}
+            self.value_size = int(options["value_size"])
+            self.key_size = int(options["key_size"])
+
+        def partitions(self, *_: Any) -> list[InputPartition]:
+            return [InputPartition((p, n)) for p, n in sorted(self.counts.items())]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            p, rows = partition.value
+            return memory_batches(p, rows, self.value_size, self.key_size, ARROW_BATCH_ROWS)
+
+    class FloorBatch(Floor, DataSourceReader):
+        pass
+
+    class FloorStream(Floor, DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": 0}
+
+        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:  # noqa: N802 - Spark's API
+            return {"offset": 1}
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_floor"
+
+        def schema(self) -> Any:
+            return spark_schema(False)
+
+        def reader(self, schema: Any) -> FloorBatch:
+            return FloorBatch({**preset, **self.options})
+
+        def streamReader(self, schema: Any) -> FloorStream:  # noqa: N802 - Spark's API
+            return FloorStream({**preset, **self.options})
+
+    return FloorSource

@@ -69,7 +69,7 @@ from tests.support.spark_kafka import connector
 
 import latency
 import reader_throughput
-from _common import memory_batches, pickle_by_value
+from _common import floor_options, floor_source, memory_batches, pickle_by_value
 from _verify import committed_count
 from writer_overhead import CpuMeter, null_sink
 
@@ -135,7 +135,7 @@ def rotated(items: Sequence[str], by: int) -> list[str]:
 def spark_session(jars: str) -> Any:
     """One ``local[2]`` SparkSession with both connectors and the floors' data sources."""
     spark = latency.spark_session("kafka_txn-vs-builtin", jars)
-    pickle_by_value()  # the floors' rows come from bench/_common.py
+    pickle_by_value()  # the ticker's rows come from bench/_common.py
     spark.dataSource.register(floor_source())
     spark.dataSource.register(null_sink())
     spark.dataSource.register(ticker_source())
@@ -169,63 +169,6 @@ def fill(bootstrap: str, data: Dataset) -> Dataset:
     return Dataset(data.records, data.size, topic)
 
 
-def batches(partition: Any, value_size: int, key_size: int) -> Iterator[Any]:
-    """Arrow batches of the reader's schema for ``partition.value`` = (partition, rows)."""
-    p, rows = partition.value
-    return memory_batches(p, rows, value_size, key_size, ARROW_ROWS)
-
-
-def floor_source() -> Any:
-    """A Python data source (batch and streaming) yielding rows of the reader's schema
-    from memory: ``counts`` (JSON: rows per partition), ``value_size``, ``key_size``."""
-    from pyspark.sql.datasource import (
-        DataSource,
-        DataSourceReader,
-        DataSourceStreamReader,
-        InputPartition,
-    )
-
-    from pyspark_kafka_txn.schema import spark_schema
-
-    class Floor:
-        def __init__(self, options: dict[str, str]) -> None:
-            self.counts = {int(p): n for p, n in json.loads(options["counts"]).items()}
-            self.value_size = int(options["value_size"])
-            self.key_size = int(options["key_size"])
-
-        def partitions(self, *_: Any) -> list[InputPartition]:
-            return [InputPartition((p, n)) for p, n in sorted(self.counts.items())]
-
-        def read(self, partition: Any) -> Iterator[Any]:
-            return batches(partition, self.value_size, self.key_size)
-
-    class FloorBatch(Floor, DataSourceReader):
-        pass
-
-    class FloorStream(Floor, DataSourceStreamReader):
-        def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's API
-            return {"offset": 0}
-
-        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:  # noqa: N802 - Spark's API
-            return {"offset": 1}
-
-    class FloorSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "bench_floor"
-
-        def schema(self) -> Any:
-            return spark_schema(False)
-
-        def reader(self, schema: Any) -> FloorBatch:
-            return FloorBatch(dict(self.options))
-
-        def streamReader(self, schema: Any) -> FloorStream:  # noqa: N802 - Spark's API
-            return FloorStream(dict(self.options))
-
-    return FloorSource
-
-
 def ticker_source() -> Any:
     """A Python streaming source of ``rate`` rows per second built in memory, in
     ``partitions`` Spark partitions per micro-batch: with the null Python sink, the
@@ -257,7 +200,7 @@ def ticker_source() -> Any:
 
         def read(self, partition: Any) -> Iterator[Any]:
             p, lo, hi = partition.value
-            return batches(InputPartition((p, hi - lo)), 100, KEY_SIZE)
+            return memory_batches(p, hi - lo, 100, KEY_SIZE, ARROW_ROWS)
 
     class Ticker(DataSource):
         @classmethod
@@ -312,13 +255,7 @@ def reader(spark: Any, bootstrap: str, data: Dataset, contender: str, stream: bo
     if contender == FLOOR:
         share = data.records // PARTITIONS
         counts = {p: share + (1 if p < data.records % PARTITIONS else 0) for p in range(PARTITIONS)}
-        return (
-            r.format("bench_floor")
-            .option("counts", json.dumps(counts))
-            .option("value_size", str(data.size))
-            .option("key_size", str(KEY_SIZE))
-            .load()
-        )
+        return r.format("bench_floor").options(**floor_options(counts, data.size, KEY_SIZE)).load()
     r = (
         r.format("kafka_txn" if contender == TXN else "kafka")
         .option("kafka.bootstrap.servers", bootstrap)

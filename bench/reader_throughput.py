@@ -44,7 +44,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from _common import FAST_CONSUMER_SETTINGS, broker_process, memory_batches, pickle_by_value
+from _common import (
+    FAST_CONSUMER_SETTINGS,
+    broker_process,
+    floor_options,
+    floor_source,
+)
 from _plot import FIGSIZE, pyplot, save
 
 _START_TIMEOUT_S = 60.0
@@ -267,37 +272,7 @@ def _floor_source(counts: dict[int, int], value_size: int, key_size: int) -> Any
     Python data source to deliver these rows: query start-up, planning, Python workers and
     the Arrow → JVM hand-over. It is the floor under the ``kafka_txn`` query's time.
     """
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-    from pyspark_kafka_txn.reader.executor import ARROW_BATCH_ROWS
-    from pyspark_kafka_txn.schema import spark_schema
-
-    class FloorReader(DataSourceStreamReader):
-        def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's API name
-            return {"offset": 0}
-
-        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:  # noqa: N802
-            return {"offset": 1}
-
-        def partitions(self, start: Any, end: Any) -> list[InputPartition]:
-            return [InputPartition((p, n)) for p, n in sorted(counts.items())]
-
-        def read(self, partition: Any) -> Iterator[Any]:
-            p, rows = partition.value
-            return memory_batches(p, rows, value_size, key_size, ARROW_BATCH_ROWS)
-
-    class FloorSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "bench_floor"
-
-        def schema(self) -> Any:
-            return spark_schema(False)
-
-        def streamReader(self, schema: Any) -> FloorReader:  # noqa: N802 - Spark's API name
-            return FloorReader()
-
-    return FloorSource
+    return floor_source(floor_options(counts, value_size, key_size))
 
 
 def _timed_query(spark: Any, df: Any) -> tuple[float, Any]:
@@ -331,7 +306,6 @@ def spark_runs(bootstrap: str, topic: str, opts: Options) -> list[Result]:
     results: list[Result] = []
     # The records were produced round-robin: record n went to partition n % partitions.
     counts = {p: len(range(p, opts.records, opts.partitions)) for p in range(opts.partitions)}
-    pickle_by_value()  # the floor's rows come from bench/_common.py
     spark.dataSource.register(_floor_source(counts, opts.size, opts.key_size))
     try:
         for run in range(1, opts.spark_runs + 1):

@@ -66,6 +66,22 @@ _ADMIN_TIMEOUT_S = 30.0
 _PROBE_S = 0.5
 
 
+class _ErrorEvents:
+    """librdkafka's ``error_cb`` (served by ``poll()``): keeps the events, newest last."""
+
+    def __init__(self) -> None:
+        self.seen: collections.deque[Any] = collections.deque(maxlen=64)
+        #: Whether librdkafka reported every broker down.
+        self.all_down = False
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        self.seen.append(err)
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.all_down = True
+
+
 class OffsetClient:
     """The driver's metadata and ListOffsets handle (created lazily, never pickled)."""
 
@@ -74,16 +90,18 @@ class OffsetClient:
         from confluent_kafka.admin import AdminClient
 
         self._options = options
-        #: librdkafka's error events (connection, TLS, SASL failures), newest last.
-        self._events: collections.deque[Any] = collections.deque(maxlen=64)
-        #: Whether the cluster has answered once, and whether librdkafka reported every
-        #: broker down before that (see :meth:`_reach`).
-        self._reached = self._all_down = False
+        #: librdkafka's error events (connection, TLS, SASL failures).
+        self._events = _ErrorEvents()
+        #: Whether the cluster has answered once (see :meth:`_reach`).
+        self._reached = False
         config: dict[str, Any] = {
             **options.admin_config(),
             # A topic named in a metadata look-up must never be created by it.
             "allow.auto.create.topics": False,
-            "error_cb": self._on_error,
+            # Not a bound method of this client: the AdminClient must not hold its owner,
+            # or the pair would outlive the read (a cycle) and librdkafka would go on
+            # reconnecting, e.g. to a cluster that refused the TLS handshake.
+            "error_cb": self._events,
         }
         try:
             self._admin = AdminClient(librdkafka_client_config(config))
@@ -265,14 +283,6 @@ class OffsetClient:
                 f"committing offsets to group {group!r} was refused ({names}): {hint}"
             )
 
-    def _on_error(self, err: Any) -> None:
-        """librdkafka's ``error_cb``: keep the event (served by ``poll()``)."""
-        from confluent_kafka import KafkaError
-
-        self._events.append(err)
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._all_down = True
-
     def _reach(self) -> None:
         """Until the cluster has answered once, watch librdkafka's error events.
 
@@ -300,7 +310,7 @@ class OffsetClient:
             else:
                 self._reached = True
                 return
-            events = list(self._events)
+            events = list(self._events.seen)
             for err in events:
                 if err.code() == KafkaError._AUTHENTICATION or (
                     err.code() in (KafkaError._SSL, KafkaError._TRANSPORT)
@@ -309,7 +319,7 @@ class OffsetClient:
                     raise AuthenticationError(
                         f"Cannot connect to {where}: {_redacted(err.str(), self._options)}"
                     )
-            if self._all_down or time.monotonic() > deadline:
+            if self._events.all_down or time.monotonic() > deadline:
                 causes = [e.str() for e in events if e.code() != KafkaError._ALL_BROKERS_DOWN]
                 detail = causes[-1] if causes else "every broker is down"
                 raise KafkaConnectionError(

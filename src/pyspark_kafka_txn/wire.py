@@ -6,8 +6,9 @@ sends), FindCoordinator's key types, the isolation levels of Fetch and ListOffse
 control record types of transaction markers, ListOffsets' special timestamps, the config
 resource types and operations of DescribeConfigs / AlterConfigs /
 IncrementalAlterConfigs, the "no producer" values of record batches and the
-transaction coordinator, the ``security.protocol`` and SASL mechanism names, and the one
-topic-partition type (:class:`TopicPartition`). It
+transaction coordinator, the ``security.protocol`` and SASL mechanism names, the names of
+a transaction's states (:class:`TxnState`) and the one topic-partition type
+(:class:`TopicPartition`). It
 imports nothing, so both ``client`` and ``embedded`` share it from below.
 
 kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
@@ -19,6 +20,7 @@ config types are ``embedded.topic_config.ConfigType``.
 
 from __future__ import annotations
 
+import enum
 from typing import Final, NamedTuple
 
 
@@ -33,6 +35,21 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class TxnState(enum.StrEnum):
+    """Kafka's ``TransactionState`` names, as DescribeTransactions and ListTransactions
+    report them (a member equals its name as a string): the states the embedded
+    coordinator persists and the ones the writer asks about."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
 
 # --- API keys ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.embedded.txn import TxnState
+from pyspark_kafka_txn.wire import TxnState
 from tests.unit.txn_harness import Harness
 
 TP = ("t", 0)

@@ -14,9 +14,9 @@ from pyspark_kafka_txn.embedded.txn import (
     MAX_EPOCH,
     MAX_EPOCH_BEFORE_EXHAUSTED,
     TxnResult,
-    TxnState,
     is_epoch_exhausted,
 )
+from pyspark_kafka_txn.wire import TxnState
 from tests.unit.txn_harness import Harness as BaseHarness
 
 TP = ("t", 0)

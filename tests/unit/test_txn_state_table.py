@@ -14,8 +14,8 @@ from pyspark_kafka_txn.embedded.txn import (
     VALID_PREVIOUS_STATES,
     IllegalTxnTransitionError,
     TxnMetadata,
-    TxnState,
 )
+from pyspark_kafka_txn.wire import TxnState
 from tests.unit.txn_harness import Harness
 
 S = TxnState

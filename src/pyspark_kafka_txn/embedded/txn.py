@@ -61,11 +61,10 @@ from pyspark_kafka_txn.embedded.txn_state import (
     IllegalTxnTransitionError,
     TxnMetadata,
     TxnResult,
-    TxnState,
     check_initial_producer_epoch,
     is_epoch_exhausted,
 )
-from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition, TxnState
 
 __all__ = [
     "MAX_EPOCH",
@@ -77,7 +76,6 @@ __all__ = [
     "TransactionCoordinator",
     "TxnMetadata",
     "TxnResult",
-    "TxnState",
     "check_initial_producer_epoch",
     "is_epoch_exhausted",
 ]

@@ -1,7 +1,8 @@
 """The persisted state of one transactional id, and the legal moves between states.
 
-This module owns Kafka's ``TransactionState`` (:class:`TxnState`) with its transition
-table (:data:`VALID_PREVIOUS_STATES`, Kafka's ``validPreviousStates``); the metadata the
+This module owns the transition table of Kafka's ``TransactionState``
+(:class:`~pyspark_kafka_txn.wire.TxnState`): :data:`VALID_PREVIOUS_STATES`, Kafka's
+``validPreviousStates``; the metadata the
 coordinator keeps and logs per transactional id (:class:`TxnMetadata`), whose
 :meth:`~TxnMetadata.transition_to` checks every state change against the table and
 raises :class:`IllegalTxnTransitionError` naming both states; the limits of the epoch
@@ -11,7 +12,6 @@ arithmetic (:func:`is_epoch_exhausted`); and the coordinator's answer record
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Final
 
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition
+from pyspark_kafka_txn.wire import NO_EPOCH, NO_PRODUCER_ID, TopicPartition, TxnState
 
 MAX_EPOCH = 32767  # Short.MAX_VALUE: only ever carried by markers, never handed out
 MAX_EPOCH_BEFORE_EXHAUSTED = 32766  # Short.MAX_VALUE - 1
@@ -49,19 +49,6 @@ def check_initial_producer_epoch(epoch: int) -> int:
             f"got {epoch!r}"
         )
     return epoch
-
-
-class TxnState(enum.Enum):
-    """Persisted transaction states, with Kafka's names (DescribeTransactions)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
 
 _S = TxnState

@@ -23,8 +23,9 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.acls import acl_hints
-from pyspark_kafka_txn.writer.common import TxnState, connect
+from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
 from pyspark_kafka_txn.writer.ids import query_of

@@ -59,10 +59,10 @@ from pyspark_kafka_txn.errors import (
     KafkaTxnError,
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     COMPLETING_STATES,
-    TxnState,
     connect,
     holds_open,
     read_marker,

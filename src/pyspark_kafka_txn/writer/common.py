@@ -2,10 +2,10 @@
 
 This module owns:
 
-* :class:`TxnState`, the broker's names of a transaction's states (ListTransactions,
-  DescribeTransactions), with :data:`OPEN_STATES` (a transaction that has not ended and
-  pins the LSO of its partitions) and :data:`COMPLETING_STATES` (its coordinator is
-  writing the markers). Every state the writer names is one of these members;
+* :data:`OPEN_STATES` (a transaction that has not ended and pins the LSO of its
+  partitions) and :data:`COMPLETING_STATES` (its coordinator is writing the markers),
+  of :class:`~pyspark_kafka_txn.wire.TxnState`, whose members are every state the
+  writer names;
 * :func:`connect`, the client for the writer's options;
 * the batch marker: :func:`marker_metadata`, what a task commits with it, and
   :func:`read_marker`, the last batch a transactional id's marker committed;
@@ -18,7 +18,6 @@ The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abor
 
 from __future__ import annotations
 
-import enum
 import json
 
 from pyspark_kafka_txn.client.admin import TransactionDescription, fetch_offsets
@@ -26,32 +25,18 @@ from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.formats import BATCH_MARKER
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.decision import Handle
 
 __all__ = [
     "COMPLETING_STATES",
     "OPEN_STATES",
-    "TxnState",
     "check_marker",
     "connect",
     "holds_open",
     "marker_metadata",
     "read_marker",
 ]
-
-
-class TxnState(enum.StrEnum):
-    """Kafka's names of a transaction's states, as ListTransactions and
-    DescribeTransactions report them (a member equals its name as a string)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
 
 #: States in which the coordinator is already writing the commit/abort markers.

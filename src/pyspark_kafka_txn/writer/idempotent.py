@@ -46,7 +46,8 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError
 from pyspark_kafka_txn.formats import CLAIM
 from pyspark_kafka_txn.options.writer import WriterOptions
-from pyspark_kafka_txn.writer.common import TxnState, holds_open, read_marker
+from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.writer.common import holds_open, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
 from pyspark_kafka_txn.writer.ids import app_query_id, transactional_id, writer_group
 

@@ -60,7 +60,8 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
 from pyspark_kafka_txn.errors import ConcurrentQueryError, KafkaTxnError, TransactionError
 from pyspark_kafka_txn.options.writer import WriterOptions
-from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES, TxnState
+from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import partition_of, query_of
 

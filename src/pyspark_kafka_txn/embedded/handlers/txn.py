@@ -23,7 +23,7 @@ from pyspark_kafka_txn.embedded.protocol import (
     response_module,
 )
 from pyspark_kafka_txn.embedded.records import RecordError
-from pyspark_kafka_txn.embedded.txn import TxnResult, TxnState
+from pyspark_kafka_txn.embedded.txn import TxnResult
 from pyspark_kafka_txn.wire import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
@@ -36,6 +36,7 @@ from pyspark_kafka_txn.wire import (
     TXN_OFFSET_COMMIT,
     WRITE_TXN_MARKERS,
     TopicPartition,
+    TxnState,
 )
 
 INIT_PRODUCER_ID_2PC_VERSION = 6  # KIP-939; latestVersionUnstable in Kafka 4.3

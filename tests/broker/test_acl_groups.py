@@ -39,18 +39,10 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, AdminClient, ResourcePatternType, ResourceType
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.wire import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
@@ -63,8 +55,9 @@ from pyspark_kafka_txn.wire import (
     SYNC_GROUP,
 )
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.acls import allow, binding_filter, secured_fixture
 from tests.support.clients import first_address, sasl_conf
-from tests.support.clusters import CheckedKafka, assert_no_internal_errors
+from tests.support.clusters import assert_no_internal_errors
 from tests.support.protocol import RawClient, request_module
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -91,17 +84,11 @@ def _name(kind: str) -> str:
 # --- the cluster, its users and their ACLs ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[EmbeddedKafka]:
-    security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=("PLAIN",))
-    with CheckedKafka(
-        security=security,
-        authorizer=True,
-        super_users=("User:admin",),
-        group_initial_rebalance_delay_ms=0,
-        group_min_session_timeout_ms=500,  # the heartbeat test's short session
-    ) as kafka:
-        yield kafka
+secured = secured_fixture(
+    USERS,
+    group_initial_rebalance_delay_ms=0,
+    group_min_session_timeout_ms=500,  # the heartbeat test's short session
+)
 
 
 @pytest.fixture(autouse=True)
@@ -131,16 +118,6 @@ class Acls:
     def __init__(self, admin: AdminClient) -> None:
         self.admin = admin
 
-    @staticmethod
-    def _binding(
-        rtype: ResourceType,
-        name: str,
-        op: AclOperation,
-        pattern: ResourcePatternType,
-        principal: str,
-    ) -> AclBinding:
-        return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
-
     def grant(
         self,
         rtype: ResourceType,
@@ -149,7 +126,7 @@ class Acls:
         pattern: ResourcePatternType = LITERAL,
         principal: str = ALICE,
     ) -> None:
-        binding = self._binding(rtype, name, op, pattern, principal)
+        binding = allow(rtype, name, op, principal, pattern)
         for future in self.admin.create_acls([binding]).values():
             future.result(HANG_S)
 
@@ -161,11 +138,7 @@ class Acls:
         pattern: ResourcePatternType = LITERAL,
         principal: str = ALICE,
     ) -> None:
-        b = self._binding(rtype, name, op, pattern, principal)
-        acl_filter = AclBindingFilter(
-            b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-            b.permission_type,
-        )  # fmt: skip
+        acl_filter = binding_filter(allow(rtype, name, op, principal, pattern))
         for future in self.admin.delete_acls([acl_filter]).values():
             assert len(future.result(HANG_S)) == 1
 

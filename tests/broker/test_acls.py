@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,13 @@ from pyspark_kafka_txn.client.producer import (
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.acls import (
+    allow,
+    authorizer_settings,
+    binding_filter,
+    principal_filter,
+    secured_fixture,
+)
 from tests.support.clients import consume_messages, first_address, sasl_conf
 from tests.support.clusters import CheckedKafka
 from tests.support.protocol import raw_request
@@ -61,25 +67,10 @@ from tests.support.tls import tls_files
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 HANG_S = 60.0  # hang detector, never a timing assertion
-ANY_FILTER = AclBindingFilter(
-    ResourceType.ANY,
-    None,
-    ResourcePatternType.ANY,
-    None,
-    None,
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
+ANY_FILTER = principal_filter(None)
 
 
-def _security() -> ListenerSecurity:
-    return ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
-
-
-@pytest.fixture(scope="module")
-def secured() -> Iterator[EmbeddedKafka]:
-    with CheckedKafka(security=_security(), authorizer=True, super_users=("User:admin",)) as k:
-        yield k
+secured = secured_fixture(USERS)
 
 
 def _conf(kafka: EmbeddedKafka, user: str) -> dict[str, Any]:
@@ -98,7 +89,7 @@ def _acl(
     pattern: ResourcePatternType = ResourcePatternType.LITERAL,
     permission: AclPermissionType = AclPermissionType.ALLOW,
 ) -> AclBinding:
-    return AclBinding(rtype, name, pattern, principal, "*", op, permission)
+    return allow(rtype, name, op, principal, pattern, permission)
 
 
 def _create(kafka: EmbeddedKafka, *acls: AclBinding) -> None:
@@ -108,18 +99,7 @@ def _create(kafka: EmbeddedKafka, *acls: AclBinding) -> None:
 
 
 def _delete(kafka: EmbeddedKafka, *acls: AclBinding) -> None:
-    filters = [
-        AclBindingFilter(
-            a.restype,
-            a.name,
-            a.resource_pattern_type,
-            a.principal,
-            a.host,
-            a.operation,
-            a.permission_type,
-        )
-        for a in acls
-    ]
+    filters = [binding_filter(a) for a in acls]
     admin = _admin(kafka)
     for future in admin.delete_acls(filters, request_timeout=30).values():
         assert future.result(30), "the ACL to delete was not found"
@@ -193,15 +173,7 @@ def test_acls_created_described_and_deleted_by_librdkafka_and_java(
     _create(secured, literal, prefixed, denied)
     _create(secured, literal)  # creating an existing ACL changes nothing
     admin = _admin(secured)
-    mine = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        principal,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    mine = principal_filter(principal)
     assert set(admin.describe_acls(mine, request_timeout=30).result(30)) == {
         literal,
         prefixed,
@@ -300,25 +272,23 @@ def test_transactional_apis_need_their_acls_librdkafka(secured: EmbeddedKafka) -
     _create(secured, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.WRITE))
     producer = Producer({**_conf(secured, "alice"), "transactional.id": tid})
     producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, b"kept")
     meta = Consumer({**_conf(secured, "admin"), "group.id": group}).consumer_group_metadata()
-    error = _kafka_error(
-        lambda: producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
-    )
-    assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
-    producer.abort_transaction(30)
 
+    def refused_offsets(value: bytes) -> KafkaError:
+        """A transaction writing ``value`` whose offsets are refused; then aborted."""
+        producer.begin_transaction()
+        producer.produce(topic, value)
+        error = _kafka_error(
+            lambda: producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
+        )
+        producer.abort_transaction(30)
+        return error
+
+    assert refused_offsets(b"kept").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     # READ on the group: AddOffsetsToTxn passes, TxnOffsetCommit still needs READ on
     # the topic whose offsets it commits.
     _create(secured, _acl(ResourceType.GROUP, group, "User:alice", AclOperation.READ))
-    producer.begin_transaction()
-    producer.produce(topic, b"kept-too")
-    error = _kafka_error(
-        lambda: producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], meta, 30)
-    )
-    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    producer.abort_transaction(30)
+    assert refused_offsets(b"kept-too").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     _create(secured, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ))
     producer.begin_transaction()
@@ -436,12 +406,7 @@ def test_prefix_acl_keeps_a_principal_to_its_own_transactional_ids(
 def test_two_phase_commit_needs_its_own_operation() -> None:
     """KIP-939: Enable2Pc needs TWO_PHASE_COMMIT on the transactional id besides WRITE
     (granted through the Java admin: librdkafka's enum does not know the operation)."""
-    with CheckedKafka(
-        security=_security(),
-        authorizer=True,
-        super_users=("User:admin",),
-        transaction_two_phase_commit=True,
-    ) as kafka:
+    with CheckedKafka(**authorizer_settings(USERS), transaction_two_phase_commit=True) as kafka:
         tid = _name("tpc-")
         _create(kafka, _acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.WRITE))
         security = SecurityConfig.from_options(
@@ -543,12 +508,7 @@ def test_metadata_hides_topics_the_principal_may_not_describe(secured: EmbeddedK
 def test_acls_survive_a_restart(tmp_path: Path) -> None:
     acl = _acl(ResourceType.TOPIC, "kept", "User:bob", AclOperation.READ,
                ResourcePatternType.PREFIXED)  # fmt: skip
-    settings: dict[str, Any] = {
-        "security": _security(),
-        "authorizer": True,
-        "super_users": ("User:admin",),
-        "data_dir": tmp_path / "data",
-    }
+    settings = authorizer_settings(USERS) | {"data_dir": tmp_path / "data"}
     with CheckedKafka(**settings) as kafka:
         _create(kafka, acl)
     with CheckedKafka(**settings) as kafka:

@@ -110,41 +110,27 @@ def test_consumer_sees_exactly_the_committed_records(kafka: KafkaTarget, kcat: s
     _wait_latest(kcat, bs, topic, latest, {0: 6, 1: 8})
     assert _list_offsets(kcat, bs, topic, latest, "read_uncommitted") == {0: 9, 1: 8}
 
-    committed = kcat_consume(kcat, bs, topic, "read_committed")
-    assert [(r["partition"], r["offset"], r["payload"]) for r in committed] == [
-        (0, 0, "c1-0"),
-        (0, 1, "c1-2"),
-        (1, 0, "c1-1"),
-        (1, 1, "c1-3"),
-        (1, 6, "c2-1"),
-    ]
-    everything = kcat_consume(kcat, bs, topic, "read_uncommitted")
-    assert [(r["partition"], r["offset"], r["payload"]) for r in everything] == [
-        (0, 0, "c1-0"),
-        (0, 1, "c1-2"),
-        (0, 3, "ab-0"),
-        (0, 4, "ab-2"),
-        (0, 6, "open-0"),
-        (0, 7, "c2-0"),
-        (1, 0, "c1-1"),
-        (1, 1, "c1-3"),
-        (1, 3, "ab-1"),
-        (1, 4, "ab-3"),
-        (1, 6, "c2-1"),
-    ]
+    # (partition, offset, value) of each kind of record, in kcat's order when sorted.
+    first = [(0, 0, "c1-0"), (0, 1, "c1-2"), (1, 0, "c1-1"), (1, 1, "c1-3")]
+    aborted = [(0, 3, "ab-0"), (0, 4, "ab-2"), (1, 3, "ab-1"), (1, 4, "ab-3")]
+    still_open = [(0, 6, "open-0")]
+    second = [(0, 7, "c2-0"), (1, 6, "c2-1")]
+    assert _positions(kcat, bs, topic, "read_committed") == sorted([*first, (1, 6, "c2-1")])
+    assert _positions(kcat, bs, topic, "read_uncommitted") == sorted(
+        first + aborted + still_open + second
+    )
     a.commit_transaction(10)
     # After the commit LSO = high watermark; kcat now sees the formerly open record and
     # b's commit behind it, but still none of the aborted ones.
     _wait_latest(kcat, bs, topic, latest, {0: 10, 1: 8})
-    after = kcat_consume(kcat, bs, topic, "read_committed")
-    assert [(r["partition"], r["offset"], r["payload"]) for r in after] == [
-        (0, 0, "c1-0"),
-        (0, 1, "c1-2"),
-        (0, 6, "open-0"),
-        (0, 7, "c2-0"),
-        (1, 0, "c1-1"),
-        (1, 1, "c1-3"),
-        (1, 6, "c2-1"),
+    assert _positions(kcat, bs, topic, "read_committed") == sorted(first + still_open + second)
+
+
+def _positions(kcat: str, bs: str, topic: str, isolation: str) -> list[tuple[int, int, str]]:
+    """(partition, offset, payload) of every record kcat reads from ``topic``, in its order."""
+    return [
+        (r["partition"], r["offset"], r["payload"])
+        for r in kcat_consume(kcat, bs, topic, isolation)
     ]
 
 

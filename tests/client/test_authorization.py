@@ -12,16 +12,14 @@ from __future__ import annotations
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
-    AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     ResourcePatternType,
     ResourceType,
@@ -43,9 +41,9 @@ from pyspark_kafka_txn.client.producer import (
     end_transactions,
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
-from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.embedded import EmbeddedKafka
+from tests.support.acls import allow, replace_acls, secured_fixture
 from tests.support.clients import sasl_conf
-from tests.support.clusters import CheckedKafka
 
 APP_PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"
 USERS = {"admin": "admin-pw", "app": APP_PASSWORD}
@@ -59,11 +57,7 @@ SECURITY = {
 }
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[EmbeddedKafka]:
-    security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
-    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
-        yield k
+secured = secured_fixture(USERS)
 
 
 @pytest.fixture(scope="module")
@@ -75,26 +69,13 @@ def topic(secured: EmbeddedKafka) -> str:
 
 def _allow(rtype: ResourceType, name: str, op: AclOperation, prefixed: bool = False) -> AclBinding:
     pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
-    return AclBinding(rtype, name, pattern, "User:app", "*", op, AclPermissionType.ALLOW)
+    return allow(rtype, name, op, "User:app", pattern)
 
 
 def _grant(kafka: EmbeddedKafka, acls: list[AclBinding]) -> None:
     """Make ``acls`` the only ACLs of ``User:app``."""
     admin = AdminClient(sasl_conf(kafka.bootstrap_servers, "PLAIN", "admin", USERS["admin"]))
-    mine = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        "User:app",
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    for future in admin.delete_acls([mine], request_timeout=30).values():
-        future.result(30)
-    if acls:
-        for future in admin.create_acls(acls, request_timeout=30).values():
-            future.result(30)
+    replace_acls(admin, "User:app", acls)
 
 
 def _cluster(kafka: EmbeddedKafka) -> ClusterClient:

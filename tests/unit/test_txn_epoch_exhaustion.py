@@ -202,9 +202,15 @@ def test_every_bump_rotates_when_ids_start_exhausted() -> None:
 # --- server-initiated aborts (fencing, timeouts) -----------------------------------------
 
 
-@pytest.mark.parametrize("how", ["init", "timeout"])
-def test_tv1_cluster_fences_at_max_then_init_rotates(how: str) -> None:
-    h = Harness(tv=1)
+def _server_aborts_exhausted(h: Harness, how: str) -> int:
+    """Open a transaction at the exhausted epoch and have the coordinator abort it, on a
+    new InitProducerId (``how="init"``) or at its timeout (``"timeout"``).
+
+    Returns
+    -------
+    int
+        The producer id of the aborted transaction.
+    """
     pid = h.init_until_exhausted()
     h.coord.add_partitions("x", pid, EXHAUSTED, {TP})
     if how == "init":
@@ -212,6 +218,13 @@ def test_tv1_cluster_fences_at_max_then_init_rotates(how: str) -> None:
     else:
         h.now += 60_001
         assert h.coord.abort_timed_out() == ["x"]
+    return pid
+
+
+@pytest.mark.parametrize("how", ["init", "timeout"])
+def test_tv1_cluster_fences_at_max_then_init_rotates(how: str) -> None:
+    h = Harness(tv=1)
+    pid = _server_aborts_exhausted(h, how)
     h.run_markers()
     assert h.markers == [(pid, MAX_EPOCH, False, [TP])]
     meta = h.coord.txns["x"]
@@ -224,13 +237,7 @@ def test_tv1_cluster_fences_at_max_then_init_rotates(how: str) -> None:
 @pytest.mark.parametrize("how", ["init", "timeout"])
 def test_tv2_cluster_fence_at_exhausted_epoch_bumps_once_and_rotates(how: str) -> None:
     h = Harness(tv=2)
-    pid = h.init_until_exhausted()
-    h.coord.add_partitions("x", pid, EXHAUSTED, {TP})
-    if how == "init":
-        assert h.coord.init_producer_id("x", 60_000).error is ErrorCode.concurrent_transactions
-    else:
-        h.now += 60_001
-        assert h.coord.abort_timed_out() == ["x"]
+    pid = _server_aborts_exhausted(h, how)
     meta = h.coord.txns["x"]
     assert (meta.epoch, meta.last_epoch) == (MAX_EPOCH, EXHAUSTED)  # one bump, no overflow
     h.run_markers()

@@ -81,6 +81,21 @@ def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> C
     return Counter(f"{p}:{(value or b'').decode()}" for p, _, value, _ in records)
 
 
+def _first_attempt(target: KafkaTarget, name: str) -> tuple[str, str, WriterOptions, TaskIdentity]:
+    """A new two-partition topic ``z{name}…`` and the start of a batch-0 write to it.
+
+    Returns
+    -------
+    tuple
+        The bootstrap servers, the topic, writer options under a fresh prefix, and the
+        identity of attempt 0 of Spark partition 0 of a new query.
+    """
+    topic = target.create_topic(partitions=2, prefix=f"z{name}")
+    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
+    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    return target.bootstrap_servers, topic, options, who
+
+
 def _expected(partition: int, writer: str, count: int = ROWS) -> Counter[str]:
     return Counter(f"{partition}:{n} {writer}" for n in range(count))
 
@@ -88,10 +103,7 @@ def _expected(partition: int, writer: str, count: int = ROWS) -> Counter[str]:
 def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly_once(
     target: KafkaTarget,
 ) -> None:
-    bs = target.bootstrap_servers
-    topic = target.create_topic(partitions=2, prefix="zfenced")
-    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
-    p0 = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    bs, topic, options, p0 = _first_attempt(target, "fenced")
     p1 = replace(p0, partition=1)
 
     older = _write(options, p0, "a0")
@@ -127,10 +139,7 @@ def test_driver_holding_the_fenced_handle_fails_loudly_and_the_replay_is_exactly
 def test_older_attempt_cannot_produce_once_a_newer_one_started(target: KafkaTarget) -> None:
     """Attempt 0 writes its first rows, attempt 1 runs to its prepared transaction, then
     attempt 0 goes on writing: it is fenced, and its abort leaves attempt 1's alone."""
-    bs = target.bootstrap_servers
-    topic = target.create_topic(partitions=2, prefix="zzombie")
-    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
-    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    bs, topic, options, who = _first_attempt(target, "zombie")
     newer: list[TaskMessage] = []
 
     def older_rows() -> Iterator[pa.RecordBatch]:
@@ -158,10 +167,7 @@ def test_newest_handle_commits_and_the_older_prepared_attempt_stays_invisible(
     target: KafkaTarget,
 ) -> None:
     """Both attempts prepared; the driver got the newest one's message."""
-    bs = target.bootstrap_servers
-    topic = target.create_topic(partitions=2, prefix="znewest")
-    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
-    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    bs, topic, options, who = _first_attempt(target, "newest")
 
     older = _write(options, who, "a0")
     newer = _write(options, replace(who, attempt=1), "a1")
@@ -181,10 +187,7 @@ def test_attempt_without_rows_claims_no_id_and_cannot_fence_the_retry(
     ``tests/spark/test_writer_attempts.py``, here in the losing order. Run while the retry
     asks for its first rows, attempt 0's writer gets none (its input is gone, or ends), so
     it claims no id: the retry is not fenced and its rows are written once."""
-    bs = target.bootstrap_servers
-    topic = target.create_topic(partitions=2, prefix="znorows")
-    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
-    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
+    bs, topic, options, who = _first_attempt(target, "norows")
     late: list[str] = []
 
     def gone() -> Iterator[pa.RecordBatch]:
@@ -218,11 +221,8 @@ def test_empty_retry_leaves_the_older_open_transaction_to_the_driver(
     which stays open until the driver aborts it: as a leftover once the batch is committed
     (:func:`~pyspark_kafka_txn.writer.lingering.abort_leftovers`), or with the batch's
     abort."""
-    bs = target.bootstrap_servers
-    topic = target.create_topic(partitions=2, prefix="zempty")
-    options = writer_options(target.bootstrap_servers, topic, fresh_prefix("z"))
+    bs, topic, options, who = _first_attempt(target, "empty")
     prefix = options.transactional_id_prefix
-    who = TaskIdentity(str(uuid.uuid4()), batch=0, partition=0, attempt=0)
 
     older = _write(options, who, "a0")
     retry = write_task(options, replace(who, attempt=1), iter([]), TIMEOUT_MS)

@@ -58,6 +58,21 @@ def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Co
     return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
 
 
+def _topics(kafka: KafkaTarget, tag: str, n: int = 20) -> tuple[str, str, str, Counter[bytes]]:
+    """The bootstrap servers, a new two-partition source holding :func:`_input`'s ``n``
+    records a partition, a new two-partition sink, and the source's values."""
+    bs = kafka.bootstrap_servers
+    source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
+    sink = kafka.create_topic(partitions=2, prefix=f"{tag}out")
+    return bs, source, sink, _input(bs, source, n=n)
+
+
+def _assert_exactly_once(bs: str, sink: str, expected: Counter[bytes]) -> None:
+    """``sink`` holds each of ``expected`` exactly once, nothing else, no open transaction."""
+    assert _output(bs, sink) == expected
+    assert_nothing_open(bs, sink, 2)
+
+
 def _high_watermark(bootstrap: str, topic: str, partition: int) -> int:
     return watermarks(bootstrap, topic, partition, "read_uncommitted")[1]
 
@@ -72,10 +87,7 @@ def _fails(query: StreamingQuery, match: str) -> str:
 def test_held_back_task_hides_its_whole_batch(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="vsrc")
-    sink = kafka.create_topic(partitions=2, prefix="vout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "v")
     gate, prefix = tmp_path / "gate", _prefix()
     query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
     with while_held(bs, prefix, query, gate):
@@ -83,17 +95,13 @@ def test_held_back_task_hides_its_whole_batch(
         assert sum(_output(bs, sink, "read_uncommitted").values()) == 20
         assert _output(bs, sink) == Counter()
     completes(query)
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
+    _assert_exactly_once(bs, sink, expected)
 
 
 def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="asrc")
-    sink = kafka.create_topic(partitions=2, prefix="aout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "a")
     gate, poison, prefix = tmp_path / "gate", tmp_path / "poison", _prefix()
     poison.touch()
 
@@ -115,17 +123,13 @@ def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
     poison.unlink()
     again = start()
     completes(again)
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
+    _assert_exactly_once(bs, sink, expected)
 
 
 def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="tsrc")
-    sink = kafka.create_topic(partitions=2, prefix="tout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "t")
     gate, prefix = tmp_path / "gate", _prefix()
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))
     options = {"kafka.transaction.timeout.ms": "4000"}
@@ -143,8 +147,7 @@ def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
 
     again = start(options)
     completes(again)
-    assert _output(bs, sink) == expected  # the whole batch written again, exactly once
-    assert_nothing_open(bs, sink, 2)
+    _assert_exactly_once(bs, sink, expected)  # the whole batch written again
 
 
 @pytest.mark.embedded_only("fails chosen requests with chosen error codes and loses chosen answers")
@@ -152,10 +155,7 @@ def test_broker_faults_are_retried_without_loss_or_duplicates(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     embedded = kafka.require_embedded()
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="bsrc")
-    sink = kafka.create_topic(partitions=2, prefix="bout")
-    expected = _input(bs, source, n=200)
+    bs, source, sink, expected = _topics(kafka, "b", n=200)
     prefix = _prefix()
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="150")
     rules = [
@@ -175,18 +175,14 @@ def test_broker_faults_are_retried_without_loss_or_duplicates(
         embedded.clear_faults()
     assert [r.hits for r in rules] == [2, 2, 1, 2, 1, 1, 1, 1]  # every fault was met
     assert len(query.recentProgress) >= 2
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
+    _assert_exactly_once(bs, sink, expected)
 
 
 def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     """The driver died after ``commit()`` returned, before Spark's commit log entry."""
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="rsrc")
-    sink = kafka.create_topic(partitions=2, prefix="rout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "r")
     checkpoint = tmp_path / "chk"
     start = pipeline(spark, bs, source, sink, _prefix(), checkpoint)
     first = start()
@@ -213,10 +209,7 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     """A query restarted with a new checkpoint: the old id's open transaction is ended."""
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="lsrc")
-    sink = kafka.create_topic(partitions=2, prefix="lout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "l")
     prefix = _prefix()
     # Open for up to 15 minutes (Kafka's default transaction.max.timeout.ms): only the
     # writer's clean-up can end it within the test, not the broker's timeout.
@@ -226,8 +219,7 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
     query = start({"lingeringTransactionTimeout": "1s"})
     completes(query)
-    assert _output(bs, sink) == expected  # and never "left-open"
-    assert_nothing_open(bs, sink, 2)
+    _assert_exactly_once(bs, sink, expected)  # and never "left-open"
     assert b"left-open" in _output(bs, sink, "read_uncommitted")
 
 
@@ -235,10 +227,7 @@ def test_second_live_query_on_the_prefix_is_reported_not_fenced(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     """Another query commits batches under the prefix: an error names both query ids."""
-    bs = kafka.bootstrap_servers
-    source = kafka.create_topic(partitions=2, prefix="csrc")
-    sink = kafka.create_topic(partitions=2, prefix="cout")
-    expected = _input(bs, source)
+    bs, source, sink, expected = _topics(kafka, "c")
     prefix, other = _prefix(), str(uuid.uuid4())
     tid = f"{prefix}{other}-0"
     leave_open(bs, tid, sink, 0, [b"other-query"])

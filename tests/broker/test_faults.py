@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -262,34 +263,29 @@ def test_error_responses_without_execution(embedded: EmbeddedKafka) -> None:
         (0, ErrorCode.not_leader_or_follower, -1),
         (1, ErrorCode.not_leader_or_follower, -1),
     ]
+
+    def metadata() -> Any:
+        """Metadata v9 of ``topic``, raw."""
+        return raw_request(
+            address,
+            3,
+            9,
+            metadata_v9.MetadataRequest(
+                topics=(metadata_v9.MetadataRequestTopic(name=metadata_v9.TopicName(topic)),),
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+
     embedded.fail_requests("Metadata", "leader_not_available")
-    meta = raw_request(
-        address,
-        3,
-        9,
-        metadata_v9.MetadataRequest(
-            topics=(metadata_v9.MetadataRequestTopic(name=metadata_v9.TopicName(topic)),),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        ),
-    )
+    meta = metadata()
     assert [(t.name, t.error_code, t.partitions) for t in meta.topics] == [
         (topic, ErrorCode.leader_not_available, ())
     ]
     assert [b.port for b in meta.brokers] == [int(port)]
     # The next Metadata is served normally again (the rule was used up).
-    meta = raw_request(
-        address,
-        3,
-        9,
-        metadata_v9.MetadataRequest(
-            topics=(metadata_v9.MetadataRequestTopic(name=metadata_v9.TopicName(topic)),),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        ),
-    )
+    meta = metadata()
     assert meta.topics[0].error_code is ErrorCode.none
     assert len(meta.topics[0].partitions) == 2
 

@@ -152,6 +152,14 @@ def _under(rows: Iterable[Row], prefix: str, key: str = "TransactionalId") -> di
     return {row[key]: row for row in rows if row[key].startswith(prefix)}
 
 
+def _kafka_states(kafka: KafkaTarget, prefix: str) -> dict[str, str]:
+    """The TransactionState of each id under ``prefix``, as kafka-transactions lists it."""
+    return {
+        tid: row["TransactionState"]
+        for tid, row in _under(_kafka_table(kafka, "list"), prefix).items()
+    }
+
+
 # --- transactions as the writer leaves them -------------------------------------------
 
 
@@ -216,6 +224,31 @@ def _finished(bootstrap: str, tid: str, topic: str, *, commit: bool) -> tuple[li
             producer.abort_transaction()
     _wait_state(bootstrap, tid, "CompleteCommit" if commit else "CompleteAbort")
     return values, start
+
+
+def _two_open_one_committed(
+    kafka: KafkaTarget, second: tuple[int, ...]
+) -> tuple[str, str, list[Open], list[bytes]]:
+    """A new topic, with two transactions left open under a new prefix (one over every
+    partition, one of transaction version 1 over the ``second`` partitions) and one
+    committed over every partition.
+
+    Returns
+    -------
+    tuple
+        The topic, the prefix, the open transactions and the committed values.
+    """
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(PARTITIONS, prefix="ops")
+    prefix = f"ops-{_uid()}-"
+    opened = [
+        _leave_open(bs, f"{prefix}task-0", topic, range(PARTITIONS), timeout_ms=600_000),
+        _leave_open(
+            bs, f"{prefix}task-1", topic, second, timeout_ms=600_000, transaction_version=1
+        ),
+    ]
+    committed, _ = _finished(bs, f"committed-{_uid()}", topic, commit=True)
+    return topic, prefix, opened, committed
 
 
 def _idle(bootstrap: str, tid: str) -> None:
@@ -372,21 +405,10 @@ def test_open_transactions_are_listed_alike_by_kafka_txn_and_kafka_transactions(
 
 def test_kafka_txn_abort_is_seen_by_kafka_transactions(kafka: KafkaTarget) -> None:
     bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(PARTITIONS, prefix="ops")
-    prefix = f"ops-{_uid()}-"
-    opened = [
-        _leave_open(bs, f"{prefix}task-0", topic, range(PARTITIONS), timeout_ms=600_000),
-        _leave_open(
-            bs, f"{prefix}task-1", topic, (0, 2), timeout_ms=600_000, transaction_version=1
-        ),
-    ]
-    committed, _ = _finished(bs, f"committed-{_uid()}", topic, commit=True)
+    topic, prefix, opened, committed = _two_open_one_committed(kafka, (0, 2))
     described = open_transactions(bs, prefix)
     # The fault, by Kafka's tool: both Ongoing; every partition pinned.
-    listed = _under(_kafka_table(kafka, "list"), prefix)
-    assert {tid: row["TransactionState"] for tid, row in listed.items()} == {
-        o.tid: "Ongoing" for o in opened
-    }
+    assert _kafka_states(kafka, prefix) == {o.tid: "Ongoing" for o in opened}
     assert sorted(pinned_partitions(bs, topic, PARTITIONS)) == list(range(PARTITIONS))
 
     done = _kafka_txn("abort", "--bootstrap-servers", bs, "--prefix", prefix, "--min-age-ms", "0")
@@ -400,10 +422,7 @@ def test_kafka_txn_abort_is_seen_by_kafka_transactions(kafka: KafkaTarget) -> No
     # Kafka's tool: CompleteAbort, no partitions left; the epoch bumped by the abort on
     # a transaction-version-2 cluster (EndTxn v5), unchanged on version 1.
     bump = 1 if _transaction_version(bs) >= 2 else 0
-    listed = _under(_kafka_table(kafka, "list"), prefix)
-    assert {tid: row["TransactionState"] for tid, row in listed.items()} == {
-        o.tid: "CompleteAbort" for o in opened
-    }
+    assert _kafka_states(kafka, prefix) == {o.tid: "CompleteAbort" for o in opened}
     for o in opened:
         [row] = _kafka_table(kafka, "describe", "--transactional-id", o.tid)
         assert row["TransactionState"] == "CompleteAbort"
@@ -422,22 +441,11 @@ def test_kafka_txn_abort_is_seen_by_kafka_transactions(kafka: KafkaTarget) -> No
 
 def test_kafka_transactions_abort_ends_what_our_writer_left_open(kafka: KafkaTarget) -> None:
     bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(PARTITIONS, prefix="ops")
-    prefix = f"ops-{_uid()}-"
-    opened = [
-        _leave_open(bs, f"{prefix}task-0", topic, range(PARTITIONS), timeout_ms=600_000),
-        _leave_open(
-            bs, f"{prefix}task-1", topic, (0, 1), timeout_ms=600_000, transaction_version=1
-        ),
-    ]
-    committed, _ = _finished(bs, f"committed-{_uid()}", topic, commit=True)
+    topic, prefix, opened, committed = _two_open_one_committed(kafka, (0, 1))
     ours = _our_list(bs, prefix)
     assert sorted(ours) == [o.tid for o in opened]
     # The fault, by Kafka's tool: both Ongoing; every partition pinned.
-    listed = _under(_kafka_table(kafka, "list"), prefix)
-    assert {tid: row["TransactionState"] for tid, row in listed.items()} == {
-        o.tid: "Ongoing" for o in opened
-    }
+    assert _kafka_states(kafka, prefix) == {o.tid: "Ongoing" for o in opened}
     assert sorted(pinned_partitions(bs, topic, PARTITIONS)) == list(range(PARTITIONS))
 
     # Where each open transaction starts, per partition: its first record, as a
@@ -499,10 +507,7 @@ def test_kafka_transactions_abort_ends_what_our_writer_left_open(kafka: KafkaTar
 
     # The coordinator was not told: Kafka's tool and ours still see both Ongoing, with
     # all their partitions, until their timeout or an EndTxn.
-    listed = _under(_kafka_table(kafka, "list"), prefix)
-    assert {tid: row["TransactionState"] for tid, row in listed.items()} == {
-        o.tid: "Ongoing" for o in opened
-    }
+    assert _kafka_states(kafka, prefix) == {o.tid: "Ongoing" for o in opened}
     still = _our_list(bs, prefix)
     assert sorted(still) == [o.tid for o in opened]
     _assert_listed_alike(kafka, still, open_transactions(bs, prefix))
@@ -514,10 +519,7 @@ def test_kafka_transactions_abort_ends_what_our_writer_left_open(kafka: KafkaTar
     assert done.stdout.splitlines()[-1] == (
         f"aborted 2 of 2 open transaction(s) with prefix '{prefix}'"
     )
-    listed = _under(_kafka_table(kafka, "list"), prefix)
-    assert {tid: row["TransactionState"] for tid, row in listed.items()} == {
-        o.tid: "CompleteAbort" for o in opened
-    }
+    assert _kafka_states(kafka, prefix) == {o.tid: "CompleteAbort" for o in opened}
     assert _our_list(bs, prefix) == {}
     wait_lso_at_hwm(bs, topic, PARTITIONS)
     assert _read_committed(bs, topic) == sorted(committed)

@@ -81,6 +81,14 @@ def _name(kind: str) -> str:
     return f"acl-{kind}-{uuid.uuid4().hex[:8]}"
 
 
+def _prefixed(kafka: EmbeddedKafka) -> tuple[str, str, str]:
+    """A new prefix, a new 1-partition topic and a group name under it."""
+    prefix = _name("p")
+    topic, group = f"{prefix}-t", f"{prefix}-g"
+    kafka.create_topic(topic, 1)
+    return prefix, topic, group
+
+
 # --- the cluster, its users and their ACLs ------------------------------------------------
 
 
@@ -361,9 +369,7 @@ def test_offset_commit_aiokafka_consumer_needs_read_on_group_and_topic(
     secured: EmbeddedKafka, su: AdminClient, acls: Acls
 ) -> None:
     """AIOKafkaConsumer.commit (OffsetCommit) with prefixed ACLs."""
-    prefix = _name("p")
-    topic, group = f"{prefix}-t", f"{prefix}-g"
-    secured.create_topic(topic, 1)
+    prefix, topic, group = _prefixed(secured)
     acls.grant(GROUP, prefix, DESCRIBE, PREFIXED)
     tp = AioTopicPartition(topic, 0)
 
@@ -660,9 +666,7 @@ def test_join_and_sync_aiokafka_need_read_on_group(
     secured: EmbeddedKafka, su: AdminClient, acls: Acls
 ) -> None:
     """A subscribing aiokafka consumer with prefixed ACLs."""
-    prefix = _name("p")
-    topic, group = f"{prefix}-t", f"{prefix}-g"
-    secured.create_topic(topic, 1)
+    prefix, topic, group = _prefixed(secured)
     acls.grant(TOPIC, prefix, READ, PREFIXED)
     acls.grant(GROUP, prefix, DESCRIBE, PREFIXED)
 
@@ -748,9 +752,7 @@ def test_heartbeat_librdkafka_member_expires_while_read_is_revoked(
     """librdkafka ignores a refused heartbeat, so the broker drops the member at the end
     of its session although it keeps polling; once READ is back (prefixed) its next
     heartbeat learns it is unknown and it joins again."""
-    prefix = _name("p")
-    topic, group = f"{prefix}-t", f"{prefix}-g"
-    secured.create_topic(topic, 1)
+    prefix, topic, group = _prefixed(secured)
     acls.grant(TOPIC, topic, READ)
     acls.grant(GROUP, prefix, DESCRIBE, PREFIXED)
     acls.grant(GROUP, prefix, READ, PREFIXED)
@@ -798,9 +800,7 @@ def test_leave_group_aiokafka_refused_without_read(
     """stop() sends LeaveGroup: refused (aiokafka does not raise, it only logs the
     response at debug level), the member stays; prefixed ACLs. The heartbeat interval is
     long so that only the LeaveGroup meets the revoked ACL."""
-    prefix = _name("p")
-    topic, group = f"{prefix}-t", f"{prefix}-g"
-    secured.create_topic(topic, 1)
+    prefix, topic, group = _prefixed(secured)
     acls.grant(TOPIC, topic, READ)
     acls.grant(GROUP, prefix, DESCRIBE, PREFIXED)
     acls.grant(GROUP, prefix, READ, PREFIXED)

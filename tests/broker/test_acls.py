@@ -340,23 +340,35 @@ def _aiokafka_init(kafka: EmbeddedKafka, user: str, tid: str) -> None:
     asyncio.run(run())
 
 
+def _own_prefixes(kafka: EmbeddedKafka, kind: str, *writers: str) -> tuple[str, str]:
+    """A new run id and 1-partition topic; alice may WRITE the transactional ids
+    ``a-{run}-*``, bob ``b-{run}-*``, and ``writers`` the topic.
+
+    Returns
+    -------
+    tuple
+        The run id and the topic.
+    """
+    run = uuid.uuid4().hex[:6]
+    topic = _name(kind)
+    kafka.create_topic(topic, 1)
+    _create(
+        kafka,
+        _acl(ResourceType.TRANSACTIONAL_ID, f"a-{run}-", "User:alice", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        _acl(ResourceType.TRANSACTIONAL_ID, f"b-{run}-", "User:bob", AclOperation.WRITE,
+             ResourcePatternType.PREFIXED),
+        *(_acl(ResourceType.TOPIC, topic, f"User:{user}", AclOperation.WRITE) for user in writers),
+    )  # fmt: skip
+    return run, topic
+
+
 def test_prefix_acl_keeps_a_principal_to_its_own_transactional_ids(
     secured: EmbeddedKafka,
 ) -> None:
     """Alice may WRITE transactional ids ``a-*``: she commits as ``a-...`` through every
     client, and can neither start nor fence a transaction of ``b-...`` (bob's)."""
-    run = uuid.uuid4().hex[:6]
-    topic = _name("prefix-")
-    secured.create_topic(topic, 1)
-    _create(
-        secured,
-        _acl(ResourceType.TRANSACTIONAL_ID, f"a-{run}-", "User:alice", AclOperation.WRITE,
-             ResourcePatternType.PREFIXED),
-        _acl(ResourceType.TRANSACTIONAL_ID, f"b-{run}-", "User:bob", AclOperation.WRITE,
-             ResourcePatternType.PREFIXED),
-        _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.WRITE),
-        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE),
-    )  # fmt: skip
+    run, topic = _own_prefixes(secured, "prefix-", "alice", "bob")
     # Bob holds an open transaction on b-...-1.
     victim = f"b-{run}-1"
     bob = Producer({**_conf(secured, "bob"), "transactional.id": victim})
@@ -601,17 +613,7 @@ def test_a_prepared_transaction_is_ended_only_by_its_prefixs_owner(
 ) -> None:
     """Bob prepares a transaction of prefix ``b-`` (KIP-939's "end it elsewhere"); Alice,
     allowed only ``a-``, cannot end it (EndTxn refused); Bob's own commit then lands."""
-    run = uuid.uuid4().hex[:6]
-    topic = _name("prep-")
-    secured.create_topic(topic, 1)
-    _create(
-        secured,
-        _acl(ResourceType.TRANSACTIONAL_ID, f"a-{run}-", "User:alice", AclOperation.WRITE,
-             ResourcePatternType.PREFIXED),
-        _acl(ResourceType.TRANSACTIONAL_ID, f"b-{run}-", "User:bob", AclOperation.WRITE,
-             ResourcePatternType.PREFIXED),
-        _acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE),
-    )  # fmt: skip
+    run, topic = _own_prefixes(secured, "prep-", "bob")
     with _our_producer(secured, "bob", f"b-{run}-1") as bob:
         bob.init_transactions()
         bob.begin_transaction()

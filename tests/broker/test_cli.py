@@ -9,16 +9,10 @@ import sys
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
 from pyspark_kafka_txn.cli import BROKER_INTERNAL_ERRORS, build_parser
+from tests.support.acls import allow
 from tests.support.clients import (
     consume_all,
     free_port,
@@ -63,8 +57,7 @@ def test_cli_broker_enforces_acls_with_its_super_user() -> None:
         app = AdminClient(sasl_conf(bootstrap, "PLAIN", "app", "app-pw"))
         assert "t" in admin.list_topics(timeout=10).topics
         assert "t" not in app.list_topics(timeout=10).topics
-        acl = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:app", "*",
-                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # fmt: skip
+        acl = allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE, "User:app")
         admin.create_acls([acl])[acl].result(10)
         assert "t" in app.list_topics(timeout=10).topics
     finally:

@@ -10,9 +10,12 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from pyspark_kafka_txn.client.admin import describe_transactions
-from pyspark_kafka_txn.client.metadata import ClusterClient
-from tests.support.clients import free_port, start_cli_broker, stop_cli_broker
+from tests.support.clients import (
+    describe_transaction,
+    free_port,
+    start_cli_broker,
+    stop_cli_broker,
+)
 
 
 def test_new_transactional_ids_start_at_the_given_epoch_and_roll_over() -> None:
@@ -25,12 +28,7 @@ def test_new_transactional_ids_start_at_the_given_epoch_and_roll_over() -> None:
         for _ in range(3):  # 32765, 32766 (exhausted), then a new producer id at 32765
             producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
             producer.init_transactions(10)
-            cluster = ClusterClient(bootstrap)
-            try:
-                described = describe_transactions(cluster, [tid])[tid]
-            finally:
-                cluster.close()
-            assert described is not None
+            described = describe_transaction(bootstrap, tid)
             seen.append((described.producer_id, described.producer_epoch))
             del producer
         assert [e for _, e in seen] == [32765, 32766, 32765]

@@ -242,13 +242,30 @@ def _produce_txn(producer: Producer, topic: str, values: list[bytes], partitions
     producer.commit_transaction(30)
 
 
+def _topic_and_producer(
+    kafka: EmbeddedKafka, kind: str, partitions: int
+) -> tuple[str, str, Producer]:
+    """A new topic of ``partitions``, a transactional id coordinated by broker 0 and a
+    librdkafka transactional producer of it (quick metadata refreshes).
+
+    Returns
+    -------
+    tuple
+        The topic, the transactional id and the producer.
+    """
+    topic = f"{kind}-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions)
+    tid = _key_on(kafka, COORDINATOR_TXN, 0, "tid")
+    producer = txn_producer(
+        kafka.bootstrap_servers, tid, **{"topic.metadata.refresh.interval.ms": 500}
+    )
+    return topic, tid, producer
+
+
 def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> None:
-    topic = f"move-{uuid.uuid4().hex[:8]}"
     partitions = 3
-    kafka3.create_topic(topic, partitions)
+    topic, tid, producer = _topic_and_producer(kafka3, "move", partitions)
     bs = kafka3.bootstrap_servers
-    tid = _key_on(kafka3, COORDINATOR_TXN, 0, "tid")
-    producer = txn_producer(bs, tid, **{"topic.metadata.refresh.interval.ms": 500})
     reader = _Reader(bs, topic, partitions)
     group = _key_on(kafka3, COORDINATOR_GROUP, 1, "grp")
     offsets_consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
@@ -289,12 +306,9 @@ def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> No
 
 @pytest.mark.parametrize("victim", ["leader", "coordinator"])
 def test_stopped_and_restarted_broker(kafka3: EmbeddedKafka, victim: str) -> None:
-    topic = f"stop-{uuid.uuid4().hex[:8]}"
     partitions = 3
-    kafka3.create_topic(topic, partitions)
+    topic, tid, producer = _topic_and_producer(kafka3, "stop", partitions)
     bs = kafka3.bootstrap_servers
-    tid = _key_on(kafka3, COORDINATOR_TXN, 0, "tid")
-    producer = txn_producer(bs, tid, **{"topic.metadata.refresh.interval.ms": 500})
     # Broker 2 leads one partition; broker 0 coordinates the transaction.
     node = 2 if victim == "leader" else 0
     first = [f"a-{i}".encode() for i in range(6)]

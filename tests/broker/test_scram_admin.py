@@ -17,11 +17,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
@@ -31,6 +28,7 @@ from confluent_kafka.admin import (
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from tests.broker.java_client import JavaClient, JavaClientError
+from tests.support.acls import allow
 from tests.support.clients import sasl_conf
 from tests.support.clusters import CheckedKafka
 
@@ -196,14 +194,8 @@ def test_describe_needs_describe_on_the_cluster() -> None:
                 java.call("scramdescribe", ADMIN[0])
             assert refused.value.error == "ClusterAuthorizationException", refused.value
 
-            grant = AclBinding(
-                ResourceType.BROKER,
-                "kafka-cluster",
-                ResourcePatternType.LITERAL,
-                "User:reader",
-                "*",
-                AclOperation.DESCRIBE,
-                AclPermissionType.ALLOW,
+            grant = allow(
+                ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE, "User:reader"
             )
             admin = _admin(kafka)
             for future in admin.create_acls([grant], request_timeout=30).values():

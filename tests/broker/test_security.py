@@ -93,6 +93,16 @@ def test_librdkafka_sasl_transactions(sasl_kafka: EmbeddedKafka, mechanism: str)
     assert [v for _, _, v in got] == [b"kept"]
 
 
+async def _getmany_values(consumer: AIOKafkaConsumer) -> list[bytes]:
+    """Start ``consumer``; the values of one ``getmany`` (up to 3 s); stop it."""
+    await consumer.start()
+    try:
+        batch = await consumer.getmany(timeout_ms=3000)
+        return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
+    finally:
+        await consumer.stop()
+
+
 def _auth_error_within(conf: dict[str, str], seconds: float) -> KafkaError:
     """The first error librdkafka reports through error_cb, which must come quickly."""
     errors: list[KafkaError] = []
@@ -155,12 +165,7 @@ def test_aiokafka_sasl_scram_and_plain(sasl_kafka: EmbeddedKafka) -> None:
         consumer = AIOKafkaConsumer(
             "sasl-aio", auto_offset_reset="earliest", consumer_timeout_ms=2000, **common
         )
-        await consumer.start()
-        try:
-            batch = await consumer.getmany(timeout_ms=3000)
-            return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
-        finally:
-            await consumer.stop()
+        return await _getmany_values(consumer)
 
     assert asyncio.run(run("SCRAM-SHA-256", b"one")) == [b"one"]
     assert asyncio.run(run("PLAIN", b"two")) == [b"one", b"two"]
@@ -213,12 +218,7 @@ def test_sasl_ssl_with_librdkafka_and_aiokafka(
             sasl_plain_password=USERS["bob"],
             auto_offset_reset="earliest",
         )
-        await consumer.start()
-        try:
-            batch = await consumer.getmany(timeout_ms=3000)
-            return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
-        finally:
-            await consumer.stop()
+        return await _getmany_values(consumer)
 
     assert asyncio.run(aio_read()) == [b"over-tls"]
     # A client that does not trust the server's CA fails the handshake quickly.

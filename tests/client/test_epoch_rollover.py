@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.errors import TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
@@ -28,6 +27,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.txn import MAX_EPOCH_BEFORE_EXHAUSTED
+from tests.support.clients import describe_transaction
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.readback import read_records
 
@@ -84,12 +84,7 @@ def _committed_values(
 
 
 def _describe(bootstrap: str, tid: str) -> tuple[str, int, int]:
-    cluster = ClusterClient(bootstrap)
-    try:
-        described = describe_transactions(cluster, [tid])[tid]
-    finally:
-        cluster.close()
-    assert described is not None
+    described = describe_transaction(bootstrap, tid)
     return described.state, described.producer_id, described.producer_epoch
 
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.errors import (
     AuthorizationError,
     ConfigError,
@@ -19,7 +18,6 @@ from pyspark_kafka_txn.client.errors import (
     ProtocolError,
     TransactionError,
 )
-from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
     ProducerConfig,
@@ -27,7 +25,7 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.support.clients import watermarks
+from tests.support.clients import describe_transaction, watermarks
 from tests.support.clusters import CheckedKafka
 from tests.support.hang import wait_until
 from tests.support.lso import lso
@@ -55,13 +53,7 @@ def unstable_only() -> Iterator[EmbeddedKafka]:
 
 
 def _timeout_ms(bootstrap: str, tid: str) -> int:
-    cluster = ClusterClient(bootstrap)
-    try:
-        described = describe_transactions(cluster, [tid])[tid]
-    finally:
-        cluster.close()
-    assert described is not None
-    return described.timeout_ms
+    return describe_transaction(bootstrap, tid).timeout_ms
 
 
 def test_option_values() -> None:

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from pyspark_kafka_txn.client.admin import TransactionDescription, describe_transactions
+from pyspark_kafka_txn.client.metadata import ClusterClient
+
 
 def consume_messages(
     bootstrap: str,
@@ -205,3 +208,27 @@ def sasl_conf(bootstrap: str, mechanism: str, user: str, password: str) -> dict[
         "sasl.username": user,
         "sasl.password": password,
     }
+
+
+def describe_transaction(bootstrap: str, transactional_id: str) -> TransactionDescription:
+    """DescribeTransactions of one id known to its coordinator, by a client of its own.
+
+    Parameters
+    ----------
+    bootstrap
+        The cluster's bootstrap servers.
+    transactional_id
+        The id; the coordinator must know it.
+
+    Returns
+    -------
+    TransactionDescription
+        Its state, producer id and epoch, timeout and partitions.
+    """
+    cluster = ClusterClient(bootstrap)
+    try:
+        described = describe_transactions(cluster, [transactional_id])[transactional_id]
+    finally:
+        cluster.close()
+    assert described is not None, f"{transactional_id} is unknown to its coordinator"
+    return described

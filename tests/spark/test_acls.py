@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +38,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
-    AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     ResourcePatternType,
     ResourceType,
@@ -49,7 +46,7 @@ from confluent_kafka.admin import (
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.options import parse_reader_options, parse_writer_options
 from pyspark_kafka_txn.reader.common import KafkaInputPartition
@@ -58,9 +55,16 @@ from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.sink import resolve_timeout
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.spark.writer_kit import HANG_S, pipeline
-from tests.support.acls import INPUT, committed_values, input_values
+from tests.support.acls import (
+    INPUT,
+    allow,
+    committed_values,
+    input_values,
+    principal_filter,
+    replace_acls,
+    secured_fixture,
+)
 from tests.support.clients import sasl_conf
-from tests.support.clusters import CheckedKafka
 from tests.support.lso import pinned_partitions
 from tests.support.txns import committed_batches, open_transactions
 
@@ -79,11 +83,7 @@ DESCRIBE_CONFIGS = "DescribeConfigs on the cluster (optional)"
 REQUIRED = (INPUT_READ, TXN_WRITE, OUTPUT_WRITE, OUTPUT_READ, GROUP_READ)
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[EmbeddedKafka]:
-    security = ListenerSecurity(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",), users=USERS)
-    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as k:
-        yield k
+secured = secured_fixture(USERS)
 
 
 def _conf(kafka: EmbeddedKafka, user: str) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def _documented(source: str, sink: str, prefix: str) -> dict[str, AclBinding]:
     def acl(
         rtype: ResourceType, name: str, op: AclOperation, pattern: ResourcePatternType
     ) -> AclBinding:
-        return AclBinding(rtype, name, pattern, f"User:{APP}", "*", op, AclPermissionType.ALLOW)
+        return allow(rtype, name, op, f"User:{APP}", pattern)
 
     literal, prefixed = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
     return {
@@ -147,21 +147,8 @@ def _documented(source: str, sink: str, prefix: str) -> dict[str, AclBinding]:
 def _grant(kafka: EmbeddedKafka, acls: list[AclBinding]) -> None:
     """Make ``acls`` the only ACLs of ``User:app`` (checked with DescribeAcls)."""
     admin = AdminClient(_conf(kafka, "admin"))  # referenced until its futures complete
-    mine = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        f"User:{APP}",
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    for future in admin.delete_acls([mine], request_timeout=30).values():
-        future.result(30)
-    if acls:
-        for future in admin.create_acls(acls, request_timeout=30).values():
-            future.result(30)
-    now = admin.describe_acls(mine, request_timeout=30).result(30)
+    replace_acls(admin, f"User:{APP}", acls)
+    now = admin.describe_acls(principal_filter(f"User:{APP}"), request_timeout=30).result(30)
     assert sorted(map(str, now)) == sorted(map(str, acls))
 
 
@@ -298,15 +285,7 @@ def test_reader_task_without_read_fails_naming_it(secured: EmbeddedKafka, source
     """Describe but not Read on the input: planning works, the executor's Fetch is refused
     and the task fails at once naming READ on the topic (librdkafka reports it as a
     non-retriable consumer error)."""
-    describe = AclBinding(
-        ResourceType.TOPIC,
-        source,
-        ResourcePatternType.LITERAL,
-        f"User:{APP}",
-        "*",
-        AclOperation.DESCRIBE,
-        AclPermissionType.ALLOW,
-    )
+    describe = allow(ResourceType.TOPIC, source, AclOperation.DESCRIBE, f"User:{APP}")
     _grant(secured, [describe])
     options = parse_reader_options(
         {"kafka.bootstrap.servers": secured.bootstrap_servers, "subscribe": source}

@@ -57,6 +57,13 @@ def _topic(kafka: KafkaTarget, partitions: int = PARTITIONS) -> str:
     return kafka.create_topic(partitions, prefix="ling")
 
 
+def _embedded_tv(request: pytest.FixtureRequest, tv: int) -> tuple[EmbeddedKafka, str, str]:
+    """The embedded cluster of transaction version ``tv``, a new topic on it and a fresh
+    ``transactionalIdPrefix``."""
+    target: KafkaTarget = request.getfixturevalue(f"kafka_tv{tv}")
+    return target.require_embedded(), _topic(target), fresh_prefix("p")
+
+
 def _values(tag: str, n: int = 6) -> list[bytes]:
     return [f"{tag}-{i}".encode() for i in range(n)]
 
@@ -241,11 +248,8 @@ def test_find_list_and_abort_a_lingering_transaction(
 def test_abort_counts_a_transaction_ended_meanwhile_as_done(
     request: pytest.FixtureRequest, tv: int
 ) -> None:
-    target: KafkaTarget = request.getfixturevalue(f"kafka_tv{tv}")
-    kafka = target.require_embedded()
+    kafka, topic, prefix = _embedded_tv(request, tv)
     bs = kafka.bootstrap_servers
-    topic = _topic(target)
-    prefix = fresh_prefix("p")
 
     def lingering(n: int) -> PreparedTransaction:
         config = ProducerConfig(bs, f"{prefix}{n}", transaction_version=tv)
@@ -338,11 +342,8 @@ def test_abort_leaves_the_next_transaction_of_a_live_producer_alone(
 def test_a_completing_commit_is_waited_for_not_aborted(
     request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], tv: int
 ) -> None:
-    target: KafkaTarget = request.getfixturevalue(f"kafka_tv{tv}")
-    kafka = target.require_embedded()
+    kafka, topic, prefix = _embedded_tv(request, tv)
     bs = kafka.bootstrap_servers
-    topic = _topic(target)
-    prefix = fresh_prefix("p")
     values = _values("decided")
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=tv), topic, values, commit=None

@@ -55,6 +55,13 @@ def _lsos(bootstrap: str, topic: str) -> dict[int, int]:
     return {p: lso(bootstrap, topic, p) for p in (0, 1)}
 
 
+def _abort_setup(kafka: KafkaTarget) -> tuple[str, str, str]:
+    """The bootstrap servers, a new two-partition topic and a fresh
+    ``transactionalIdPrefix``."""
+    topic = kafka.create_topic(partitions=2, prefix="kabort")
+    return kafka.bootstrap_servers, topic, fresh_prefix("k")
+
+
 def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[str]:
     records = read_records(bootstrap, topic, 2, isolation=isolation)
     return Counter((value or b"").decode().split("-")[0] for _, _, value, _ in records)
@@ -64,9 +71,7 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
     kafka: KafkaTarget,
 ) -> None:
     """A batch job (the driver knows its id): task 1 returned, task 0 was killed."""
-    bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = fresh_prefix("k")
+    bs, topic, prefix = _abort_setup(kafka)
     options = writer_options(bs, topic, prefix)
     job = f"job-{uuid.uuid4()}"
     returned = write_task(options, TaskIdentity(job, 0, 1, 0), iter([_rows(1, "t1")]), TIMEOUT_MS)
@@ -98,9 +103,7 @@ def test_abort_ends_the_transaction_of_a_task_that_returned_no_message(
 def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
     kafka: KafkaTarget,
 ) -> None:
-    bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = fresh_prefix("k")
+    bs, topic, prefix = _abort_setup(kafka)
     job = f"job-{uuid.uuid4()}"
     for partition in (0, 1):
         leave_open(
@@ -125,9 +128,7 @@ def test_abort_of_a_batch_no_task_returned_still_ends_the_job_transactions(
 def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget) -> None:
     """In a micro-batch the driver learns the query id from the returned messages; in
     at-least-once mode too, a killed task's transaction is ended."""
-    bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(partitions=2, prefix="kabort")
-    prefix = fresh_prefix("k")
+    bs, topic, prefix = _abort_setup(kafka)
     query = str(uuid.uuid4())
     for guarantee in ("exactly_once", "at_least_once"):
         options = writer_options(bs, topic, prefix, {"deliveryGuarantee": guarantee})

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -24,21 +23,23 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import end_transaction
-from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options import parse_writer_options
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import app_query_id, transactional_id
-from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import held_until, holds_marker, wait_until
-from tests.support.lso import assert_nothing_open
+from tests.spark.writer_kit import (
+    assert_exactly_once,
+    commit_by_hand,
+    held_until,
+    holds_marker,
+    output,
+    start_job,
+    two_committed_transactions,
+    wait_until,
+)
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
-from tests.support.txns import committed_batches, open_transactions
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prefix() -> str:
@@ -46,7 +47,7 @@ def _prefix() -> str:
 
 
 def _output(bootstrap: str, topic: str, partitions: int = 2) -> Counter[bytes]:
-    return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, partitions))
+    return output(bootstrap, topic, partitions)
 
 
 def _rows(tag: str, n: int = 20) -> list[tuple[str, str]]:
@@ -98,8 +99,7 @@ def test_a_version_is_written_at_most_once(spark: SparkSession, kafka: KafkaTarg
     # Without txnAppId every df.write is a job of its own.
     _write(spark, bs, sink, _rows("plain"), transactionalIdPrefix=app["transactionalIdPrefix"])
     expected += Counter(v.encode() for _, v in _rows("plain"))
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 def test_racing_writers_are_reported_not_fenced(
@@ -143,8 +143,7 @@ def test_racing_writers_are_reported_not_fenced(
         thread.join(300)
     assert failure, "writer A succeeded although writer B took over its ids"
     assert "Another df.write with the same txnAppId" in str(failure[0]), failure[0]
-    assert _output(bs, sink) == Counter(v.encode() for _, v in _rows("b"))
-    assert_nothing_open(bs, sink, 2)
+    assert_exactly_once(bs, sink, 2, Counter(v.encode() for _, v in _rows("b")))
 
 
 def test_options_are_checked() -> None:
@@ -212,15 +211,7 @@ class Job:
         self.runs += 1
         config = {**self.config, **changes}
         self.log = self.tmp / f"run{self.runs}.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.spark.idempotent_job", json.dumps(config)],
-                cwd=ROOT,
-                env=local_spark_env(PYTHONPATH=str(ROOT)),
-                start_new_session=True,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        self.proc = start_job("idempotent_job", self.log, json.dumps(config))
         return self.proc
 
     def until(self, what: str, probe: Any) -> Any:
@@ -252,9 +243,7 @@ class Job:
 def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
     """A source of 2 partitions holding two committed transactions of 30 records."""
     source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
-    batches = [[(i % 2, f"{tag}{n}-{i}".encode()) for i in range(30)] for n in range(2)]
-    committed_batches(kafka.bootstrap_servers, source, batches)
-    return source, Counter(v for b in batches for _, v in b)
+    return source, two_committed_transactions(kafka, source, tag, 30)
 
 
 @pytest.mark.own_spark
@@ -276,8 +265,7 @@ def test_kill_after_the_write_committed_before_the_commit_log(
     assert 0 < sum(written.values()) < sum(expected.values())  # batches 0 and 1 only
     job.completes()
     assert job.calls().count(1) == 2  # batch 1 did run again
-    assert _output(bs, sink) == expected  # every input record exactly once, nothing else
-    assert_nothing_open(bs, sink, 2)
+    assert_exactly_once(bs, sink, 2, expected)  # every input record, nothing else
 
 
 @pytest.mark.own_spark
@@ -298,8 +286,7 @@ def test_kill_inside_the_write(kafka: KafkaTarget, tmp_path: Path) -> None:
     assert _output(bs, sink) == Counter()  # prepared, not visible
     job.completes()
     assert job.calls() == [0, 0]
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 @pytest.mark.own_spark
@@ -330,15 +317,12 @@ def test_replay_after_the_decision_with_rows_in_other_partitions(
         kafka.clear_faults()
     assert decision.batch == 0
     assert _output(bs, sink, 3) == Counter()
-    handle = decision.handles[min(decision.handles)].transaction
-    end_transaction(bs, handle, commit=True)  # as if one EndTxn went through before the kill
-    tid = handle.transactional_id
-    wait_until("the hand-committed transaction", lambda: tid not in open_transactions(bs, tid))
+    # As if one EndTxn went through before the kill.
+    commit_by_hand(bs, [decision.handles[min(decision.handles)].transaction])
 
     job.completes(partitions=3)
     assert job.calls() == [0, 0]
-    assert _output(bs, sink, 3) == expected
-    assert_nothing_open(bs, sink, 3)
+    assert_exactly_once(bs, sink, 3, expected)
 
 
 @pytest.mark.own_spark
@@ -360,7 +344,5 @@ def test_foreach_batch_writing_two_topics(kafka: KafkaTarget, tmp_path: Path) ->
     assert sum(_output(bs, first).values()) > sum(_output(bs, second).values()) > 0
     job.completes()
     assert job.calls().count(1) == 2
-    assert _output(bs, first) == expected
-    assert _output(bs, second) == expected
-    assert_nothing_open(bs, first, 2)
-    assert_nothing_open(bs, second, 2)
+    assert_exactly_once(bs, first, 2, expected)
+    assert_exactly_once(bs, second, 2, expected)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -32,8 +31,6 @@ from pathlib import Path
 import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import end_transaction
-from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.writer.decision import (
     Decision,
@@ -42,13 +39,23 @@ from pyspark_kafka_txn.writer.decision import (
 )
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
-from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import killed_after_decision, wait_until
+from tests.spark.writer_kit import (
+    ROOT,
+    assert_exactly_once,
+    commit_by_hand,
+    killed_after_decision,
+    output,
+    run_job,
+    start_job,
+    two_committed_transactions,
+)
 from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
 from tests.support.target import KafkaTarget
-from tests.support.txns import committed_batches, leave_open, open_transactions
+from tests.support.txns import leave_open, open_transactions
 
-ROOT = Path(__file__).resolve().parents[2]
+#: This process's ``PYTHONPATH`` first (a test may run a modified copy of the package),
+#: then the checkout.
+_PYTHONPATH = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
 SINK_PARTITIONS = 3
 
 
@@ -94,27 +101,19 @@ def test_another_prefix_left_open_undecided_is_aborted(kafka: KafkaTarget) -> No
 
 
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """``tests.spark.writer_job`` with ``args``, in a process group of its own.
-
-    A ``PYTHONPATH`` of this process comes first (a test may run a modified copy of the
-    package), then the checkout.
-    """
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.writer_job", *args],
-            cwd=ROOT,
-            env=local_spark_env(PYTHONPATH=path),
-            start_new_session=True,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    """``tests.spark.writer_job`` with ``args``, in a process group of its own."""
+    return start_job("writer_job", log, *args, pythonpath=_PYTHONPATH)
 
 
 def _run(log: Path, *args: str) -> int:
     """Run the query to its end; return its exit code."""
     proc = _start(log, *args)
     return proc.wait(240)
+
+
+def _run_ok(log: Path, *args: str) -> None:
+    """Run the query to its end; it must exit with 0 (else: the end of its log)."""
+    run_job("writer_job", log, *args, pythonpath=_PYTHONPATH)
 
 
 def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
@@ -125,9 +124,7 @@ def _input(kafka: KafkaTarget, tag: str) -> tuple[str, Counter[bytes]]:
 
 def _more(kafka: KafkaTarget, source: str, tag: str) -> Counter[bytes]:
     """30 more records in ``source``, in two transactions; return them."""
-    batches = [[(i % 2, f"{tag}-{n}-{i}".encode()) for i in range(15)] for n in range(2)]
-    committed_batches(kafka.bootstrap_servers, source, batches)
-    return Counter(v for b in batches for _, v in b)
+    return two_committed_transactions(kafka, source, f"{tag}-", 15)
 
 
 def _killed_after_decision(
@@ -144,21 +141,12 @@ def _killed_after_decision(
     )
     assert len(decision.handles) >= 2, decision
     chosen = sorted(decision.handles)[: 1 if commit == "one" else None]
-    for partition in chosen:
-        handle = decision.handles[partition].transaction
-        end_transaction(bs, handle, commit=True)
-    tids = [decision.handles[p].transaction.transactional_id for p in chosen]
-    wait_until(
-        "the hand-committed transactions to complete",
-        lambda: not set(tids) & set(open_transactions(bs, prefix)),
-    )
+    commit_by_hand(bs, [decision.handles[p].transaction for p in chosen])
     return query, decision
 
 
 def _exactly(bs: str, topic: str, expected: Counter[bytes]) -> None:
-    got = Counter(bytes(r[1]) for r in reference_rows(bs, topic, SINK_PARTITIONS))
-    assert got == expected  # every expected record exactly once, nothing else
-    assert_nothing_open(bs, topic, SINK_PARTITIONS)
+    assert_exactly_once(bs, topic, SINK_PARTITIONS, expected)
 
 
 # The Spark tests run the query in a child process with its own local Spark (own_spark).
@@ -180,11 +168,10 @@ def test_changed_topic_and_timeout_roll_the_decided_batch_into_the_old_topic(
     )  # fmt: skip
     later_records = _more(kafka, source, "later")  # batch 1 of the restart
 
-    code = _run(
+    _run_ok(
         tmp_path / "second.log", bs, source, new, checkpoint, prefix, "3",
         "kafka.transaction.timeout.ms=60000",
     )  # fmt: skip
-    assert code == 0, (tmp_path / "second.log").read_text()[-5000:]
     _exactly(bs, old, first_records)  # the decided batch 0, rolled forward where it was
     _exactly(bs, new, later_records)  # batch 1, written after the restart
     with ClusterClient(bs) as cluster:
@@ -221,13 +208,11 @@ def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
     assert f"restart the query once with transactionalIdPrefix '{old}'" in text, text[-5000:]
 
     # The remedy: finish with the old prefix (batch 0 rolled forward, then batch 1) ...
-    code = _run(tmp_path / "finish.log", bs, source, sink, checkpoint, old, "4")
-    assert code == 0, (tmp_path / "finish.log").read_text()[-5000:]
+    _run_ok(tmp_path / "finish.log", bs, source, sink, checkpoint, old, "4")
     _exactly(bs, sink, expected)
     # ... then the new prefix writes the later batches.
     expected += _more(kafka, source, "p2")
-    code = _run(tmp_path / "changed.log", bs, source, sink, checkpoint, new, "4")
-    assert code == 0, (tmp_path / "changed.log").read_text()[-5000:]
+    _run_ok(tmp_path / "changed.log", bs, source, sink, checkpoint, new, "4")
     _exactly(bs, sink, expected)
     with ClusterClient(bs) as cluster:
         assert find_open_transactions(cluster, old) == []
@@ -247,12 +232,11 @@ def test_at_least_once_after_a_decided_batch_writes_it_again(
     checkpoint = str(tmp_path / "chk")
     _killed_after_decision(kafka, tmp_path, "one", source, sink, checkpoint, prefix, "4")
 
-    code = _run(
+    _run_ok(
         tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "4",
         "deliveryGuarantee=at_least_once",
     )  # fmt: skip
-    assert code == 0, (tmp_path / "second.log").read_text()[-5000:]
-    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, SINK_PARTITIONS))
+    got = output(bs, sink, SINK_PARTITIONS)
     assert set(got) == set(expected)  # every record at least once, nothing else
     twice = sorted(v for v, n in got.items() if n == 2)
     assert set(got.values()) == {1, 2}, got

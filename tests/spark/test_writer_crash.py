@@ -18,8 +18,6 @@ the batch again, exactly once.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -27,44 +25,32 @@ from pathlib import Path
 import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import end_transaction
-from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.wire import OFFSET_COMMIT
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import killed_after_decision, until_alive, wait_until
-from tests.support.lso import assert_nothing_open
+from tests.spark.writer_kit import (
+    assert_exactly_once,
+    commit_by_hand,
+    killed_after_decision,
+    run_job,
+    start_job,
+    two_committed_transactions,
+    until_alive,
+)
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
-from tests.support.txns import committed_batches, open_transactions
 
-ROOT = Path(__file__).resolve().parents[2]
 # The queries run in a child process with their own local Spark, whatever KAFKA_TXN_SPARK.
 pytestmark = [pytest.mark.own_spark, pytest.mark.driver_kill]
-
-
-def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = local_spark_env(PYTHONPATH=str(ROOT))
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.writer_job", *args],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
 
 
 def _input(kafka: KafkaTarget, tag: str) -> tuple[str, str, Counter[bytes]]:
     """Source (2 partitions, two committed transactions of 30) and sink (3 partitions)."""
     source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
     sink = kafka.create_topic(partitions=3, prefix=f"{tag}out")
-    batches = [[(i % 2, f"{tag}{n}-{i}".encode()) for i in range(30)] for n in range(2)]
-    committed_batches(kafka.bootstrap_servers, source, batches)
-    return source, sink, Counter(v for b in batches for _, v in b)
+    return source, sink, two_committed_transactions(kafka, source, tag, 30)
 
 
 def test_kill_after_decision_rolls_forward_with_other_partitioning(
@@ -77,29 +63,21 @@ def test_kill_after_decision_rolls_forward_with_other_partitioning(
     log = tmp_path / "first.log"
 
     _, decision = killed_after_decision(
-        kafka, lambda bs: _start(log, bs, source, sink, checkpoint, prefix, "4"), log, prefix
+        kafka,
+        lambda bs: start_job("writer_job", log, bs, source, sink, checkpoint, prefix, "4"),
+        log,
+        prefix,
     )
     assert len(decision.handles) >= 2, decision
     # Nothing of the batch is visible yet: every transaction is still open.
     assert reference_rows(bs, sink, 3) == []
-    # As if one EndTxn had gone through before the crash.
-    handle = decision.handles[min(decision.handles)].transaction
-    end_transaction(bs, handle, commit=True)
-    # EndTxn returns once the coordinator decided; wait for its markers. Its rows need not
-    # be visible yet: the other recorded transactions, still open, wrote to the same sink
-    # partitions and may pin their LSO below them.
-    tid = handle.transactional_id
-    wait_until(
-        "the hand-committed transaction to complete", lambda: tid not in open_transactions(bs, tid)
-    )
+    # As if one EndTxn had gone through before the crash (the other recorded transactions,
+    # still open, may pin the LSO of the sink partitions below its rows).
+    commit_by_hand(bs, [decision.handles[min(decision.handles)].transaction])
     assert len(reference_rows(bs, sink, 3)) < sum(expected.values())
 
-    second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
-    second.wait(240)
-    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
-    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
-    assert got == expected  # every input record exactly once, nothing else
-    assert_nothing_open(bs, sink, 3)
+    run_job("writer_job", tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
+    assert_exactly_once(bs, sink, 3, expected)  # every input record, nothing else
 
 
 def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
@@ -113,7 +91,9 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
 
     # The decision record is an OffsetCommit: nothing else of the query sends one.
     stall = kafka.stall(OFFSET_COMMIT)
-    first = _start(log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4")
+    first = start_job(
+        "writer_job", log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4"
+    )
     try:
         until_alive(first, log, "an attempt to record the decision", lambda: stall.hits > 0 or None)
     finally:
@@ -131,11 +111,9 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     ]
     assert reference_rows(bs, sink, 3) == []  # all prepared, nothing visible
 
-    second = _start(tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
-    second.wait(240)
-    assert second.returncode == 0, (tmp_path / "second.log").read_text()[-5000:]
-    got = Counter(bytes(r[1]) for r in reference_rows(bs, sink, 3))
-    assert got == expected  # every input record exactly once, nothing of the first run
-    assert_nothing_open(bs, sink, 3)  # partition 3's transaction was aborted too
+    run_job("writer_job", tmp_path / "second.log", bs, source, sink, checkpoint, prefix, "3")
+    # Every input record exactly once, nothing of the first run; partition 3's transaction
+    # was aborted too (nothing open).
+    assert_exactly_once(bs, sink, 3, expected)
     with ClusterClient(bs) as cluster:
         assert find_open_transactions(cluster, prefix) == []

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,17 +22,24 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
+from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from tests.spark.kafka_data import reference_rows
 from tests.support import hang
 from tests.support.hang import LONG_HANG_S
+from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
-from tests.support.txns import open_transactions
+from tests.support.txns import committed_batches, open_transactions
 
 T = TypeVar("T")
+
+#: The checkout: the working directory of the child jobs (``python -m tests.spark.<job>``).
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A hang detector for anything a test waits for (not a timing assertion).
 HANG_S = 180.0
@@ -55,6 +64,32 @@ def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
         return value
 
     return F.udf(hold, "binary", useArrow=False)(column)
+
+
+def holds_records(bootstrap: str, topic: str, group: str) -> Callable[[], bool]:
+    """A probe for a UDF (pickled with it by value, it runs in Spark's Python workers):
+    whether partition 0 of ``topic`` holds a record, committed or not (its high watermark,
+    not its Last Stable Offset, moved). ``group`` is the probing consumer's ``group.id``."""
+
+    def produced() -> bool:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "isolation.level": "read_uncommitted",  # the high watermark, not the LSO
+            }
+        )
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=10, cached=False
+            )
+        finally:
+            consumer.close()
+        return int(high) > 0
+
+    return produced
 
 
 def held(gate: Path, partition: int = 1) -> Callable[[DataFrame], DataFrame]:
@@ -204,3 +239,72 @@ def killed_after_decision(
         kill_everything(first)
         kafka.clear_faults()
     return query, decision
+
+
+def output(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+) -> Counter[bytes]:
+    """The values of ``topic`` visible at ``isolation`` to an independent librdkafka
+    consumer, with how often each appears."""
+    rows = reference_rows(bootstrap, topic, partitions, isolation=isolation)
+    return Counter(bytes(r[1]) for r in rows)
+
+
+def assert_exactly_once(
+    bootstrap: str, topic: str, partitions: int, expected: Counter[bytes]
+) -> None:
+    """``topic`` holds every value of ``expected`` exactly once and nothing else, and no
+    open transaction pins its Last Stable Offset."""
+    assert output(bootstrap, topic, partitions) == expected
+    assert_nothing_open(bootstrap, topic, partitions)
+
+
+def two_committed_transactions(
+    kafka: KafkaTarget, source: str, tag: str, size: int
+) -> Counter[bytes]:
+    """Write two committed transactions of ``size`` records each (``{tag}{n}-{i}``,
+    alternating between source partitions 0 and 1) to ``source``; return their values."""
+    batches = [[(i % 2, f"{tag}{n}-{i}".encode()) for i in range(size)] for n in range(2)]
+    committed_batches(kafka.bootstrap_servers, source, batches)
+    return Counter(v for b in batches for _, v in b)
+
+
+def start_job(
+    job: str, log: Path, *args: str, pythonpath: str = str(ROOT)
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m tests.spark.<job> args`` in the checkout, with a local Spark, in a
+    process group of its own (to be killed with :func:`kill_everything`), its output to
+    ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", f"tests.spark.{job}", *args],
+            cwd=ROOT,
+            env=local_spark_env(PYTHONPATH=pythonpath),
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def run_job(job: str, log: Path, *args: str, pythonpath: str = str(ROOT)) -> None:
+    """Run :func:`start_job`'s child job to its end and fail, showing the end of ``log``,
+    unless it exits with 0."""
+    proc = start_job(job, log, *args, pythonpath=pythonpath)
+    proc.wait(240)
+    assert proc.returncode == 0, log.read_text()[-5000:]
+
+
+def commit_by_hand(bootstrap: str, transactions: Sequence[PreparedTransaction]) -> None:
+    """Commit recorded ``transactions`` as if their EndTxn had gone through before a crash,
+    and wait until the coordinator has completed them (their markers written).
+
+    Their rows need not be visible yet: other open transactions that wrote to the same
+    partitions may pin their Last Stable Offset below them.
+    """
+    for transaction in transactions:
+        end_transaction(bootstrap, transaction, commit=True)
+    tids = [t.transactional_id for t in transactions]
+    wait_until(
+        "the hand-committed transactions to complete",
+        lambda: all(t not in open_transactions(bootstrap, t) for t in tids),
+    )

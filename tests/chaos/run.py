@@ -90,6 +90,10 @@ class Harness:
         self.drained = False
         self.last_progress = time.monotonic()
         self.batches_this_run = 0
+        #: Spark partitions the writer asked the next run to have (see :meth:`start_job`).
+        self.partitions_asked: int | None = None
+        #: The Spark partitions of the query's current run.
+        self.partitions = 0
 
     # --- the cluster (subclasses) -------------------------------------------------
 
@@ -130,14 +134,21 @@ class Harness:
     # --- the query ----------------------------------------------------------------
 
     def start_job(self) -> None:
+        """Start the query's next run: with the plan's number of Spark partitions for it,
+        unless the writer refused a replay and named the number to restart with (a batch
+        committed in part whose other transactions the broker aborted at their timeout),
+        which the run then takes, as a user would."""
         runs = self.result.runs
+        planned = self.plan.repartitions[min(runs, len(self.plan.repartitions) - 1)]
+        self.partitions = self.partitions_asked or planned
+        self.partitions_asked = None
         settings = ChaosJobSettings(
             bootstrap=self.job_bootstrap,
             input_topic=INPUT,
             output_topic=OUTPUT,
             checkpoint=str(self.work / "checkpoint"),
             prefix=self.prefix,
-            repartition=self.plan.repartitions[min(runs, len(self.plan.repartitions) - 1)],
+            repartition=self.partitions,
             extra=self._writer_options(),
         )
         self.result.runs += 1
@@ -182,7 +193,10 @@ class Harness:
                 elif kind in ("failed", "exited"):
                     self.job.stop_quietly()
                     if kind == "failed":
-                        self.result.query_failures.append(_reason(str(event.get("error", ""))))
+                        error = str(event.get("error", ""))
+                        self.result.query_failures.append(_reason(error))
+                        if asked := _RESTART_WITH.search(error):
+                            self.partitions_asked = int(asked.group(1))
                     if not self.drained:
                         self.start_job()
             if time.monotonic() - self.last_progress > STALL_S:
@@ -210,7 +224,7 @@ class Harness:
 
     def writer_partitions(self) -> int:
         """The number of Spark partitions of the query's current run."""
-        return self.plan.repartitions[min(self.result.runs, len(self.plan.repartitions)) - 1]
+        return self.partitions
 
     # --- one run ------------------------------------------------------------------
 
@@ -407,6 +421,8 @@ class StallError(Exception):
     pass
 
 
+#: The writer's CommitFailedError when a replay's partitioning differs from the decision's.
+_RESTART_WITH = re.compile(r"from its checkpoint with (\d+) Spark partitions")
 _RAISED = re.compile(r"^[\w.]*(Error|Exception): .*")
 
 

@@ -65,6 +65,15 @@ def test_every_format_is_at_version_1() -> None:
 # -- decision record --------------------------------------------------------------------
 
 
+def test_decision_header_may_name_the_deciding_runs_spark_partitions() -> None:
+    # "p" was added to format 1 later: an older package ignores it, a newer one reads
+    # records without it (partitions unknown: a replay's partitioning is not checked).
+    header = parse_header('{"f":1,"b":7,"n":1,"s":0,"t":5,"c":0,"p":4}', WHOSE)
+    assert header is not None and header.partitions == 4
+    older = parse_header(v1.DECISION_HEADER, WHOSE)
+    assert older is not None and older.partitions is None
+
+
 def test_decision_record_of_format_1_is_read() -> None:
     header = parse_header(v1.DECISION_HEADER, WHOSE)
     assert header == Header(

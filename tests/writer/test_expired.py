@@ -8,8 +8,11 @@ the decision record must not survive: a replay that puts rows in other Spark par
 would otherwise rewrite only the recorded partitions and lose the rest (found by
 ``make chaos SEED=183 DURATION=30``: 220 records lost). ``commit()`` withdraws such a
 decision and fails; the restart writes the whole batch again. A batch of which some
-transaction did commit keeps its decision. And ``commit()`` refuses to decide at all on
-transactions so old that the broker could abort them before their EndTxn arrives.
+transaction did commit keeps its decision, and its replay may write the expired partitions
+again only with the decision's number of Spark partitions (other partitioning would lose
+some rows and duplicate others: refused, naming the number). And ``commit()`` refuses
+to decide at all on transactions so old that the broker could abort them before their
+EndTxn arrives.
 
 The executor side (``write_task``) and the driver side (``commit_batch``, ``abort_batch``)
 are called here as Spark calls them, against a cluster of the test's own whose timeout
@@ -96,13 +99,15 @@ def _wait_expired(options: WriterOptions, query: str, partitions: int) -> None:
 
 
 def _decide(options: WriterOptions, query: str) -> dict[int, Handle]:
-    """Batch 0 written by two tasks and its decision recorded, as commit() begins."""
+    """Batch 0 written by two tasks and its decision recorded, as commit() begins (with
+    the run's two Spark partitions, as ``commit_batch`` records them)."""
     first = _run(options, query, 2)
     handles = {m.partition: m.handle for m in first if m.handle is not None}
     anchor = first[0].anchor
     assert len(handles) == 2 and anchor is not None
     with connect(options) as cluster:
-        write_decision(cluster, options.transactional_id_prefix, query, 0, handles, anchor, None)
+        prefix = options.transactional_id_prefix
+        write_decision(cluster, prefix, query, 0, handles, anchor, None, partitions=2)
     return handles
 
 
@@ -222,6 +227,9 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     again = _run(options, query, 3)
     assert [m.kind for m in again] == [FRESH, FRESH, FRESH]
     commit_batch(options, again, 0)
+    with connect(options) as cluster:
+        decision = read_decision(cluster, options.transactional_id_prefix, query, batch=0)
+    assert decision is not None and decision.partitions == 3  # commit() records its run's
     assert _visible(kafka, topic) == Counter(range(ROWS))
     wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
 
@@ -248,8 +256,53 @@ def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKaf
     with connect(options) as cluster:
         decision = read_decision(cluster, prefix, query, batch=0)
     assert decision is not None and decision.stands_for(0)
+    assert decision.partitions == 2  # the replay keeps the deciding run's number
     assert _visible(kafka, topic) == Counter(range(ROWS))
     # Partition 1's expired first attempt is in the log, aborted.
     odd = Counter(n for n in range(ROWS) if n % 2)
     assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS)) + odd
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+
+
+def test_a_partly_committed_batch_is_not_rewritten_with_other_partitioning(
+    kafka: EmbeddedKafka,
+) -> None:
+    """Partition 0 committed, partition 1 expired, and the replay has 3 Spark partitions.
+
+    Found by ``make chaos KAFKA=apache SEED=3``: committing the replay's partition 1 (rows
+    ``n % 3 == 1``) lost the odd rows it did not hold and doubled the even ones it did.
+    """
+    topic = f"exp-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 2)
+    options, query = _options(kafka, topic), str(uuid.uuid4())
+    handles = _decide(options, query)
+    with connect(options) as cluster:
+        ended = end_transactions(cluster, [handles[0].transaction], commit=True)
+        assert not any(isinstance(r, Exception) for r in ended.values()), ended
+    _wait_expired(options, query, 2)
+    committed = Counter(n for n in range(ROWS) if n % 2 == 0)
+    assert _visible(kafka, topic) == committed
+
+    replay = _run(options, query, 3)
+    # Partition 1's recorded transaction was lost: it writes its (other) rows again.
+    assert [m.kind for m in replay] == [COMMITTED, FRESH, COMMITTED]
+    with pytest.raises(CommitFailedError) as refused:
+        commit_batch(options, replay, 0)
+    message = str(refused.value)
+    assert "decided with 2 Spark partitions" in message
+    assert "Spark partitions [0] committed" in message
+    assert "Spark partitions [1] at kafka.transaction.timeout.ms" in message
+    assert "this run has 3" in message and "checkpoint with 2 Spark partitions" in message
+    # Nothing more visible; the replay's rows are in the log, aborted (the fault happened).
+    assert _visible(kafka, topic) == committed
+    rewritten = Counter(n for n in range(ROWS) if n % 3 == 1)
+    odd = Counter(n for n in range(ROWS) if n % 2)
+    assert _visible(kafka, topic, "read_uncommitted") == committed + odd + rewritten
+    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # the replay's transaction ended
+
+    # The restart with the decision's 2 Spark partitions completes the batch exactly once.
+    again = _run(options, query, 2)
+    assert [m.kind for m in again] == [COMMITTED, FRESH]
+    commit_batch(options, again, 0)
+    assert _visible(kafka, topic) == Counter(range(ROWS))
     wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open

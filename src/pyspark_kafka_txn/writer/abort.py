@@ -36,7 +36,7 @@ from pyspark_kafka_txn.writer.lingering import (
 )
 from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
 
-__all__ = ["abort_batch"]
+__all__ = ["abort_batch", "abort_fresh"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def abort_batch(
                     query_id,
                 )
                 return
-            _abort_fresh(cluster, present)
+            abort_fresh(cluster, present)
         if app is not None and not claim_held(cluster, prefix, app):
             logger.warning(
                 "%s failed; another run of the same txnAppId claimed its transactional ids: "
@@ -102,7 +102,7 @@ def abort_batch(
         _abort_unreturned(cluster, prefix, query_id)
 
 
-def _abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
+def abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
     """EndTxn(abort) for the transactions the tasks prepared and reported (*fresh*).
 
     One that cannot be aborted is only logged: the next InitProducerId on its id aborts it.

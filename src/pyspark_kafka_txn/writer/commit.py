@@ -60,6 +60,7 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.writer.abort import abort_fresh
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     COMPLETING_STATES,
@@ -125,7 +126,7 @@ def commit_batch(
             anchor = next((m.anchor for m in present if m.anchor is not None), None)
             hold_claim(cluster, prefix, app, anchor)
         decided = (
-            _decide_and_commit(cluster, prefix, query_id, batch, present)
+            _decide_and_commit(cluster, prefix, query_id, batch, present, len(messages))
             if options.exactly_once
             else {}  # at least once: each task committed its own transaction
         )
@@ -150,9 +151,17 @@ def commit_batch(
 
 
 def _decide_and_commit(
-    cluster: ClusterClient, prefix: str, query_id: str, batch: int, present: list[TaskMessage]
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    batch: int,
+    present: list[TaskMessage],
+    partitions: int,
 ) -> dict[int, Handle]:
-    """Steps 1 to 4 of the module docstring; return the batch's handles by Spark partition."""
+    """Steps 1 to 4 of the module docstring; return the batch's handles by Spark partition.
+
+    ``partitions`` is the number of Spark partitions of this run (one message each).
+    """
     last = read_decision(cluster, prefix, query_id, batch=batch)
     replayed = last if last is not None and last.stands_for(batch) else None
     handles = _gather_handles(replayed, present)
@@ -163,7 +172,10 @@ def _decide_and_commit(
         _check_in_time(query_id, batch, present)
     else:
         _check_recorded_not_lost(cluster, prefix, query_id, replayed)
-    decision = _record_decision(cluster, prefix, query_id, batch, handles, present, last)
+        _check_rewritten_alike(cluster, query_id, replayed, present, partitions)
+    decision = _record_decision(
+        cluster, prefix, query_id, batch, handles, present, last, partitions
+    )
     failed = _commit_transactions(cluster, handles)
     _check_outcome(cluster, prefix, query_id, decision, handles, failed)
     return handles
@@ -219,6 +231,51 @@ def _check_recorded_not_lost(
     )  # fmt: skip
 
 
+def _check_rewritten_alike(
+    cluster: ClusterClient,
+    query_id: str,
+    replayed: Decision,
+    present: list[TaskMessage],
+    partitions: int,
+) -> None:
+    """Refuse a replay that wrote a decided partition again with other partitioning.
+
+    When the broker aborted a recorded transaction (its timeout) while others of the batch
+    committed, the replay's task writes that Spark partition again; its rows are the lost
+    ones only if the replay has as many Spark partitions as the run that decided (Spark's
+    hash partitioning of the same input). Otherwise committing would lose some rows and
+    duplicate others: the recorded transactions still open are committed (the decision
+    stands), the replay's own are aborted and :class:`CommitFailedError` names the number
+    to restart with. A decision recorded without its number of
+    partitions (an older package wrote it) is not checked.
+    """
+    rewritten = sorted(
+        m.partition for m in present if m.kind == FRESH and m.partition in replayed.handles
+    )
+    if not rewritten or replayed.partitions in (None, partitions):
+        return
+    pending = [m.handle.transaction for m in present if m.kind == PENDING and m.handle]
+    for tid, result in end_transactions(cluster, pending, commit=True).items():
+        if isinstance(result, Exception):
+            logger.warning("commit of decided %s failed (the restart retries it): %s", tid, result)
+    abort_fresh(cluster, present)
+    committed = sorted(set(replayed.handles) - set(rewritten))
+    raise CommitFailedError(
+        f"Batch {replayed.batch} of query {query_id} was decided with "
+        f"{replayed.partitions} Spark partitions; Spark partitions {committed} committed, "
+        f"but the broker aborted the transactions of Spark partitions {rewritten} at "
+        "kafka.transaction.timeout.ms before they committed. Their rows can be written "
+        f"again exactly only by a run with the same {replayed.partitions} Spark "
+        f"partitions, and this run has {partitions}: nothing more of the batch was made "
+        "visible (this run's transactions were aborted). Restart the query from its "
+        f"checkpoint with {replayed.partitions} Spark partitions before the writer (as "
+        "the run that decided had) and the batch completes exactly once; later batches "
+        "may use any number. To avoid this, use KIP-939 two-phase commit "
+        "(kafka.transaction.two.phase.commit.enable) or a kafka.transaction.timeout.ms "
+        "well above the time a stopped query may take to restart."
+    )
+
+
 def _record_decision(
     cluster: ClusterClient,
     prefix: str,
@@ -227,21 +284,26 @@ def _record_decision(
     handles: dict[int, Handle],
     present: list[TaskMessage],
     last: Decision | None,
+    partitions: int,
 ) -> Decision:
     """The decision to commit ``handles`` as ``batch``, written durably before the first
     EndTxn, unless ``last`` (the query's last decision) is already that one.
 
     It is written for the anchor partition of a task's message, else of ``last``, in the
-    slot ``last`` does not use.
+    slot ``last`` does not use; a replay's keeps the number of Spark partitions the
+    decision was first recorded with, else it is ``partitions``.
     """
-    if last is not None and last.stands_for(batch) and dict(last.handles) == handles:
+    replaying = last is not None and last.stands_for(batch)
+    if replaying and last is not None and dict(last.handles) == handles:
         return last
     anchor = next((m.anchor for m in present if m.anchor is not None), None)
     if anchor is None and last is not None:
         anchor = last.anchor
     if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
         raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
-    return write_decision(cluster, prefix, query_id, batch, handles, anchor, last)
+    if replaying and last is not None and last.partitions is not None:
+        partitions = last.partitions
+    return write_decision(cluster, prefix, query_id, batch, handles, anchor, last, partitions)
 
 
 def _commit_transactions(

@@ -10,7 +10,8 @@ Storage, with no topic of its own: OffsetCommit (outside any group generation) t
 named after the query. Offset metadata is limited to ``offset.metadata.max.bytes`` (4096
 by default), so the handle list is cut into chunks of at most :data:`CHUNK_CHARS`, each the
 metadata of ``{prefix}{Q}-decision-{slot}-{k}``; the header (batch, chunk count, checksum,
-slot, time) is written to ``{prefix}{Q}-decision`` **last**. Two slots alternate, so a
+slot, time, and the number of Spark partitions of the run that decided) is written to
+``{prefix}{Q}-decision`` **last**. Two slots alternate, so a
 crash while a new decision's chunks are written leaves the previous header pointing at
 intact chunks. A decision none of whose transactions can commit any more (the broker
 aborted them all, e.g. at their timeout, before a single EndTxn got through) is
@@ -74,6 +75,8 @@ class Decision:
     time_ms: int
     #: The decision was withdrawn: nothing of ``batch`` was committed, it is undecided.
     withdrawn: bool = False
+    #: How many Spark partitions the run that decided had (None: a record without it).
+    partitions: int | None = None
 
     def stands_for(self, batch: int) -> bool:
         """Whether this is a standing decision to commit ``batch``."""
@@ -90,6 +93,8 @@ class Header:
     chunks: int
     checksum: int
     withdrawn: bool
+    #: ``"p"``: the Spark partitions of the run that decided (absent in older records).
+    partitions: int | None = None
 
 
 def parse_header(metadata: str | None, whose: str) -> Header | None:
@@ -126,6 +131,7 @@ def parse_header(metadata: str | None, whose: str) -> Header | None:
             int(fields["n"]),
             int(fields["c"]),
             bool(fields.get("x")),
+            int(fields["p"]) if "p" in fields else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise KafkaTxnError(
@@ -212,7 +218,8 @@ def read_decision(
             f"The commit decision of query {query_id} for batch {decided} is unreadable "
             f"(group {decision_group(prefix, query_id)}: its chunks do not match the header)"
         )
-    return Decision(decided, decode_handles(text, prefix, query_id), slot, anchor, time_ms)
+    handles = decode_handles(text, prefix, query_id)
+    return Decision(decided, handles, slot, anchor, time_ms, partitions=header.partitions)
 
 
 def write_decision(
@@ -223,6 +230,7 @@ def write_decision(
     handles: Mapping[int, Handle],
     anchor: tuple[str, int],
     previous: Decision | None,
+    partitions: int | None = None,
 ) -> Decision:
     """Record durably that batch ``batch`` commits ``handles``; header last.
 
@@ -232,14 +240,20 @@ def write_decision(
         An existing output partition to commit the entries for.
     previous
         The decision read before (its slot is not overwritten).
+    partitions
+        The number of Spark partitions of the run that decides (recorded as ``"p"``: a
+        replay that must write a partition again compares its own with it).
     """
     slot = 1 - previous.slot if previous is not None else 0
     text = _encode(handles)
     chunks = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
     for k, chunk in enumerate(chunks, start=1):
         commit_offsets(cluster, _chunk_group(prefix, query_id, slot, k), {anchor: (batch, chunk)})
-    now = _write_header(cluster, prefix, query_id, batch, slot, anchor, previous, text, len(chunks))
-    return Decision(batch, dict(handles), slot, anchor, now)
+    now = _write_header(
+        cluster, prefix, query_id, batch, slot, anchor, previous, text, len(chunks),
+        partitions=partitions,
+    )  # fmt: skip
+    return Decision(batch, dict(handles), slot, anchor, now, partitions=partitions)
 
 
 def withdraw_decision(
@@ -266,6 +280,7 @@ def _write_header(
     text: str,
     chunks: int,
     withdrawn: bool = False,
+    partitions: int | None = None,
 ) -> int:
     """Commit the header of a decision (or of its withdrawal); return its time.
 
@@ -281,6 +296,8 @@ def _write_header(
     }  # fmt: skip
     if withdrawn:
         fields["x"] = 1
+    if partitions is not None:
+        fields["p"] = partitions
     header = json.dumps(fields, separators=(",", ":"))
     commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
     return now

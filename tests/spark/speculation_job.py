@@ -34,6 +34,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
+from tests.spark.writer_kit import holds_records
+
 ROWS = 400
 HOLD_AT = 300
 #: Padding of every value: a Python worker writes its output through a 64 KiB buffer, so
@@ -44,11 +46,12 @@ HANG_S = 240.0  # hang detector of every wait below, never a timing assertion
 
 
 def _tagger(work: str, bootstrap: str, sink: str) -> Callable[[int], str]:
+    produced = holds_records(bootstrap, sink, "spec-wm")
+
     def tag(value: int) -> str:
         import time
         from pathlib import Path
 
-        from confluent_kafka import Consumer, TopicPartition
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -62,22 +65,6 @@ def _tagger(work: str, bootstrap: str, sink: str) -> Callable[[int], str]:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"partition {partition} attempt {attempt}: {what}")
                 time.sleep(0.05)
-
-        def produced() -> bool:
-            consumer = Consumer(
-                {
-                    "bootstrap.servers": bootstrap,
-                    "group.id": "spec-wm",
-                    "isolation.level": "read_uncommitted",  # the high watermark, not the LSO
-                }
-            )
-            try:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(sink, 0), timeout=10, cached=False
-                )
-            finally:
-                consumer.close()
-            return int(high) > 0
 
         if partition == 0 and attempt == 0 and value == HOLD_AT:
             wait("no record of attempt 0 reached the log", produced)

@@ -48,6 +48,7 @@ from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import open_transactions, tid
+from tests.support.writer_options import fresh_prefix
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,10 +248,6 @@ def _topics(kafka: KafkaTarget, tag: str) -> tuple[str, str, Producer]:
     return source, sink, producer
 
 
-def _prefix() -> str:
-    return f"agg-{uuid.uuid4().hex[:8]}-"
-
-
 @pytest.mark.slow
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
@@ -262,7 +259,7 @@ def test_update_through_foreach_batch_killed_after_a_batch_committed(
     runs batch 2."""
     bs = kafka.bootstrap_servers
     source, sink, producer = _topics(kafka, "u")
-    prefix, paused, calls = _prefix(), tmp_path / "paused", tmp_path / "calls"
+    prefix, paused, calls = fresh_prefix("agg"), tmp_path / "paused", tmp_path / "calls"
     job = Job(
         tmp_path,
         mode="foreach",
@@ -317,7 +314,7 @@ def test_complete_mode_killed_after_the_decision(kafka: KafkaTarget, tmp_path: P
     restart rolls batch 1 forward and runs batch 2: every batch's whole table once."""
     bs = kafka.bootstrap_servers
     source, sink, producer = _topics(kafka, "c")
-    prefix, gate = _prefix(), tmp_path / "gate"
+    prefix, gate = fresh_prefix("agg"), tmp_path / "gate"
     job = Job(
         tmp_path,
         mode="complete",
@@ -372,7 +369,7 @@ def test_update_mode_straight_into_kafka_txn_is_refused_by_spark(
     bs = kafka.bootstrap_servers
     source, sink, producer = _topics(kafka, "r")
     producer.close()
-    prefix = _prefix()
+    prefix = fresh_prefix("agg")
     for n, options in enumerate(({"topic": sink}, {"topic": sink, "deliveryGuarantee": "bad"})):
         checkpoint = tmp_path / f"chk{n}"
         query = (

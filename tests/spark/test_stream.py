@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.spark.kafka_data import reference_rows, to_df, values
+from tests.spark.kafka_data import Row, reference_rows, to_df, values
 from tests.support.spark import Batches
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
@@ -44,6 +45,16 @@ def run_available_now(
     assert query.awaitTermination(120), "the AvailableNow query did not finish"
     assert query.exception() is None, query.exception()
     return query
+
+
+def _assert_same_rows(spark: SparkSession, got: Sequence[Any], expected: list[Row]) -> None:
+    """The rows a foreachBatch sink got equal ``expected`` (the reader's columns, in any
+    order)."""
+    assert_df_equality(
+        spark.createDataFrame(got, to_df(spark, []).schema),
+        to_df(spark, expected),
+        ignore_row_order=True,
+    )
 
 
 def _offsets(value: Any) -> Any:
@@ -88,11 +99,7 @@ def test_micro_batches_stop_at_the_lso_and_resume_after_commit(
     # No loss, no duplicate: exactly what an independent read_committed consumer sees.
     everything = sink.all_rows()
     assert len({(r.partition, r.offset) for r in everything}) == len(everything)
-    assert_df_equality(
-        spark.createDataFrame(everything, to_df(spark, []).schema),
-        to_df(spark, reference_rows(bs, topic, 2)),
-        ignore_row_order=True,
-    )
+    _assert_same_rows(spark, everything, reference_rows(bs, topic, 2))
 
 
 def test_read_uncommitted_stream_sees_aborted_and_open_records(
@@ -112,11 +119,7 @@ def test_read_uncommitted_stream_sees_aborted_and_open_records(
     assert end_offsets(query)[-1] == {layout.topic: {"0": 9, "1": 9}}
     expected = reference_rows(bs, layout.topic, 2, isolation="read_uncommitted")
     assert len(expected) == 12
-    assert_df_equality(
-        spark.createDataFrame(sink.all_rows(), to_df(spark, []).schema),
-        to_df(spark, expected),
-        ignore_row_order=True,
-    )
+    _assert_same_rows(spark, sink.all_rows(), expected)
     layout.open_producer.abort_transaction(10)
 
 
@@ -191,11 +194,7 @@ def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset
     assert end_offsets(second)[-1] == {topic: {"0": 4, "1": 2, "2": 2, "3": 4}}
     everything = sink.all_rows()
     assert values(everything) == [b"a0", b"a1", b"b0", b"b2", b"b3", b"c3"]
-    assert_df_equality(
-        spark.createDataFrame(everything, to_df(spark, []).schema),
-        to_df(spark, reference_rows(bs, topic, 4)),
-        ignore_row_order=True,
-    )
+    _assert_same_rows(spark, everything, reference_rows(bs, topic, 4))
 
 
 def test_subscribe_pattern_never_reads_internal_topics(

@@ -7,7 +7,6 @@ record by record, with what must be there exactly once.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -23,10 +22,7 @@ from tests.support.clients import kcat_consume, kcat_path
 from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
-
-
-def _prefix() -> str:
-    return f"w-{uuid.uuid4().hex[:8]}-"
+from tests.support.writer_options import fresh_prefix
 
 
 def test_stream_pipeline_exactly_once(
@@ -43,7 +39,7 @@ def test_stream_pipeline_exactly_once(
     def upper(df: DataFrame) -> DataFrame:
         return df.select("key", F.upper(F.col("value").cast("string")).alias("value"))
 
-    query = pipeline(spark, bs, source, sink, _prefix(), tmp_path, upper)()
+    query = pipeline(spark, bs, source, sink, fresh_prefix("w"), tmp_path, upper)()
     query.awaitTermination(120)
     assert query.exception() is None
     librdkafka = [(r[3], r[4], r[0], bytes(r[1])) for r in reference_rows(bs, sink, 3)]
@@ -89,7 +85,9 @@ def test_several_micro_batches_keep_keys_in_order(
         key = F.split(F.col("value").cast("string"), ":").getItem(0)
         return df.select(key.alias("key"), "value")
 
-    start = pipeline(spark, bs, source, sink, _prefix(), tmp_path, keyed, maxOffsetsPerTrigger="25")
+    start = pipeline(
+        spark, bs, source, sink, fresh_prefix("w"), tmp_path, keyed, maxOffsetsPerTrigger="25"
+    )
     query = start()
     query.awaitTermination(120)
     assert query.exception() is None
@@ -117,7 +115,7 @@ def test_batch_write_with_topic_column_and_headers(spark: SparkSession, kafka: K
         "key string, value binary, topic string, headers array<struct<key:string,value:binary>>",
     ).repartition(3)
     df.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option(
-        "transactionalIdPrefix", _prefix()
+        "transactionalIdPrefix", fresh_prefix("w")
     ).mode("append").save()
     got_first = reference_rows(bs, first, 2, headers=True)
     got_second = reference_rows(bs, second, 1, headers=True)
@@ -179,7 +177,7 @@ def test_failed_task_is_retried_exactly_once(
     udf = F.udf(fail_first_attempt, "string")
     df = spark.range(0, 40, 1, 2).select(udf(F.col("id").cast("string")).alias("value"))
     df.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option("topic", sink).option(
-        "transactionalIdPrefix", _prefix()
+        "transactionalIdPrefix", fresh_prefix("w")
     ).mode("append").save()
     assert sorted(int(v) for v in values(reference_rows(bs, sink, 2))) == list(range(40))
     assert_nothing_open(bs, sink, 2)

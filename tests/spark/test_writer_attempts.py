@@ -48,7 +48,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,18 +66,16 @@ from tests.spark.attempt_race import (
 )
 from tests.spark.kafka_data import Row, reference_rows
 from tests.spark.speculation_job import ROWS as SPEC_ROWS
+from tests.spark.writer_kit import holds_records
 from tests.support.apache_kafka.tools import kafka_tool
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
+from tests.support.writer_options import fresh_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_S = 240.0  # hang detector of every wait here, never a timing assertion
 WORKER_HOSTS = ("127.0.0.1", "127.0.0.2")
-
-
-def _prefix() -> str:
-    return f"att-{uuid.uuid4().hex[:8]}-"
 
 
 def _tags(rows: list[Row], partition: int) -> Counter[str]:
@@ -109,12 +106,12 @@ def _fail_first_attempt(
 ) -> Callable[[int], str]:
     """A UDF making each value ``"<id> a<attempt> <padding>"``; once, in attempt 0 of
     partition 0, it SIGKILLs its own worker (``kill``) or raises (see the tests)."""
+    produced = holds_records(bootstrap, sink, "kill-wm")
 
     def tag(value: int) -> str:
         import signal
         import time
 
-        from confluent_kafka import Consumer, TopicPartition
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -124,22 +121,7 @@ def _fail_first_attempt(
             # Die only once this attempt's transaction holds records: the retry must
             # deal with data of the killed attempt, not with an empty transaction.
             deadline = time.monotonic() + 240
-            while True:
-                consumer = Consumer(
-                    {
-                        "bootstrap.servers": bootstrap,
-                        "group.id": "kill-wm",
-                        "isolation.level": "read_uncommitted",  # the high watermark, not the LSO
-                    }
-                )
-                try:
-                    _, high = consumer.get_watermark_offsets(
-                        TopicPartition(sink, 0), timeout=10, cached=False
-                    )
-                finally:
-                    consumer.close()
-                if high > 0:
-                    break
+            while not produced():
                 if time.monotonic() > deadline:
                     raise RuntimeError("no record of attempt 0 reached the log")
                 time.sleep(0.05)
@@ -187,7 +169,7 @@ def test_failed_attempt_is_retried_exactly_once(
         F.spark_partition_id().alias("partition"),  # Spark partition p -> Kafka partition p
     )
     df.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option("topic", sink).option(
-        "transactionalIdPrefix", _prefix()
+        "transactionalIdPrefix", fresh_prefix("att")
     ).mode("append").save()
 
     assert marker.exists(), "attempt 0 never failed"
@@ -280,7 +262,7 @@ def test_failed_attempt_writer_cannot_fence_its_retry(
     spark.dataSource.register(AttemptRaceSource)
     bs = kafka.bootstrap_servers
     sink = kafka.create_topic(partitions=2, prefix="wrace")
-    prefix = _prefix()
+    prefix = fresh_prefix("att")
     gates = tmp_path / "gates"
     gates.mkdir()
     tag = F.udf(_fail_before_any_row(gates), "string", useArrow=False).asNondeterministic()
@@ -395,10 +377,11 @@ def test_speculative_copy_writes_the_partition_exactly_once(
     work = tmp_path / "job"
     work.mkdir()
     log = tmp_path / "job.log"
+    prefix = fresh_prefix("att")
     job = _spawn(
         log,
         sys.executable,
-        *("-m", "tests.spark.speculation_job", standalone, bs, sink, _prefix(), str(work)),
+        *("-m", "tests.spark.speculation_job", standalone, bs, sink, prefix, str(work)),
     )
     try:
         job.wait(HANG_S * 2)

@@ -29,11 +29,16 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import completes, held, pipeline, wait_until, while_held
+from tests.spark.writer_kit import (
+    assert_exactly_once,
+    completes,
+    held,
+    pipeline,
+    wait_until,
+    while_held,
+)
 from tests.support.clusters import CheckedKafka
 from tests.support.epochs import bump_epoch
-from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions
 
@@ -70,11 +75,6 @@ def _fill(bs: str, topic: str, tag: str, batches: int) -> Counter[bytes]:
     return Counter(v for batch in rows for _, v in batch)
 
 
-def _exactly(bs: str, topic: str, expected: Counter[bytes]) -> None:
-    assert Counter(bytes(r[1]) for r in reference_rows(bs, topic, 2)) == expected
-    assert_nothing_open(bs, topic, 2)
-
-
 def _producer_id(bootstrap: str, tid: str) -> tuple[int, int]:
     with ClusterClient(bootstrap) as cluster:
         described = describe_transactions(cluster, [tid])[tid]
@@ -100,7 +100,7 @@ def _crosses_rotation(
     for tid, (pid, _) in before.items():
         after = _producer_id(bs, tid)
         assert after[0] != pid, (tid, before[tid], after)  # the producer id rotated
-    _exactly(bs, sink, expected)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 @pytest.mark.embedded_only("starts producer ids a few epochs short of exhaustion")
@@ -159,4 +159,4 @@ def test_cluster_restart_while_a_batch_is_half_written(
             "the prepared transaction listed again", lambda: tid in open_transactions(bs, tid)
         )
     completes(query)
-    _exactly(bs, sink, expected)
+    assert_exactly_once(bs, sink, 2, expected)

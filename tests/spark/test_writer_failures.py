@@ -27,12 +27,13 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction
-from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import (
+    assert_exactly_once,
     completes,
     failing_while,
     held,
     held_until,
+    output,
     pipeline,
     wait_until,
     while_held,
@@ -41,10 +42,7 @@ from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open, pinned_partitions
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, leave_open, open_transactions
-
-
-def _prefix() -> str:
-    return f"f-{uuid.uuid4().hex[:8]}-"
+from tests.support.writer_options import fresh_prefix
 
 
 def _input(bootstrap: str, topic: str, n: int = 20, tag: str = "v") -> Counter[bytes]:
@@ -55,7 +53,7 @@ def _input(bootstrap: str, topic: str, n: int = 20, tag: str = "v") -> Counter[b
 
 
 def _output(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[bytes]:
-    return Counter(bytes(r[1]) for r in reference_rows(bootstrap, topic, 2, isolation=isolation))
+    return output(bootstrap, topic, 2, isolation)
 
 
 def _topics(kafka: KafkaTarget, tag: str, n: int = 20) -> tuple[str, str, str, Counter[bytes]]:
@@ -65,12 +63,6 @@ def _topics(kafka: KafkaTarget, tag: str, n: int = 20) -> tuple[str, str, str, C
     source = kafka.create_topic(partitions=2, prefix=f"{tag}src")
     sink = kafka.create_topic(partitions=2, prefix=f"{tag}out")
     return bs, source, sink, _input(bs, source, n=n)
-
-
-def _assert_exactly_once(bs: str, sink: str, expected: Counter[bytes]) -> None:
-    """``sink`` holds each of ``expected`` exactly once, nothing else, no open transaction."""
-    assert _output(bs, sink) == expected
-    assert_nothing_open(bs, sink, 2)
 
 
 def _high_watermark(bootstrap: str, topic: str, partition: int) -> int:
@@ -88,21 +80,21 @@ def test_held_back_task_hides_its_whole_batch(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     bs, source, sink, expected = _topics(kafka, "v")
-    gate, prefix = tmp_path / "gate", _prefix()
+    gate, prefix = tmp_path / "gate", fresh_prefix("f")
     query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
     with while_held(bs, prefix, query, gate):
         # Task 0's rows are in the log, in its open transaction; task 1 is held back.
         assert sum(_output(bs, sink, "read_uncommitted").values()) == 20
         assert _output(bs, sink) == Counter()
     completes(query)
-    _assert_exactly_once(bs, sink, expected)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     bs, source, sink, expected = _topics(kafka, "a")
-    gate, poison, prefix = tmp_path / "gate", tmp_path / "poison", _prefix()
+    gate, poison, prefix = tmp_path / "gate", tmp_path / "poison", fresh_prefix("f")
     poison.touch()
 
     def failing(df: DataFrame) -> DataFrame:
@@ -123,14 +115,14 @@ def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
     poison.unlink()
     again = start()
     completes(again)
-    _assert_exactly_once(bs, sink, expected)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
     bs, source, sink, expected = _topics(kafka, "t")
-    gate, prefix = tmp_path / "gate", _prefix()
+    gate, prefix = tmp_path / "gate", fresh_prefix("f")
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))
     options = {"kafka.transaction.timeout.ms": "4000"}
     query = start(options)
@@ -147,7 +139,7 @@ def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
 
     again = start(options)
     completes(again)
-    _assert_exactly_once(bs, sink, expected)  # the whole batch written again
+    assert_exactly_once(bs, sink, 2, expected)  # the whole batch written again
 
 
 @pytest.mark.embedded_only("fails chosen requests with chosen error codes and loses chosen answers")
@@ -156,7 +148,7 @@ def test_broker_faults_are_retried_without_loss_or_duplicates(
 ) -> None:
     embedded = kafka.require_embedded()
     bs, source, sink, expected = _topics(kafka, "b", n=200)
-    prefix = _prefix()
+    prefix = fresh_prefix("f")
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="150")
     rules = [
         embedded.fail_requests("InitProducerId", "COORDINATOR_LOAD_IN_PROGRESS", count=2),
@@ -175,7 +167,7 @@ def test_broker_faults_are_retried_without_loss_or_duplicates(
         embedded.clear_faults()
     assert [r.hits for r in rules] == [2, 2, 1, 2, 1, 1, 1, 1]  # every fault was met
     assert len(query.recentProgress) >= 2
-    _assert_exactly_once(bs, sink, expected)
+    assert_exactly_once(bs, sink, 2, expected)
 
 
 def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
@@ -184,7 +176,7 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
     """The driver died after ``commit()`` returned, before Spark's commit log entry."""
     bs, source, sink, expected = _topics(kafka, "r")
     checkpoint = tmp_path / "chk"
-    start = pipeline(spark, bs, source, sink, _prefix(), checkpoint)
+    start = pipeline(spark, bs, source, sink, fresh_prefix("f"), checkpoint)
     first = start()
     completes(first)
     assert _output(bs, sink) == expected
@@ -210,7 +202,7 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
 ) -> None:
     """A query restarted with a new checkpoint: the old id's open transaction is ended."""
     bs, source, sink, expected = _topics(kafka, "l")
-    prefix = _prefix()
+    prefix = fresh_prefix("f")
     # Open for up to 15 minutes (Kafka's default transaction.max.timeout.ms): only the
     # writer's clean-up can end it within the test, not the broker's timeout.
     leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, [b"left-open"], timeout_ms=900_000)
@@ -219,7 +211,7 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
     query = start({"lingeringTransactionTimeout": "1s"})
     completes(query)
-    _assert_exactly_once(bs, sink, expected)  # and never "left-open"
+    assert_exactly_once(bs, sink, 2, expected)  # and never "left-open"
     assert b"left-open" in _output(bs, sink, "read_uncommitted")
 
 
@@ -228,7 +220,7 @@ def test_second_live_query_on_the_prefix_is_reported_not_fenced(
 ) -> None:
     """Another query commits batches under the prefix: an error names both query ids."""
     bs, source, sink, expected = _topics(kafka, "c")
-    prefix, other = _prefix(), str(uuid.uuid4())
+    prefix, other = fresh_prefix("f"), str(uuid.uuid4())
     tid = f"{prefix}{other}-0"
     leave_open(bs, tid, sink, 0, [b"other-query"])
     described = open_transactions(bs, tid)[tid]

@@ -234,20 +234,36 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
 
 
-def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKafka) -> None:
-    """Partition 0 committed before the driver died; partition 1 then expired."""
+#: The rows of Spark partition 0 of :func:`_decide`'s run of two: the even ones.
+PARTITION_0_ROWS = Counter(n for n in range(ROWS) if n % 2 == 0)
+
+
+def _partition_0_committed_then_1_expired(kafka: EmbeddedKafka) -> tuple[str, WriterOptions, str]:
+    """Batch 0 of a new query on a new two-partition topic decided; partition 0's
+    transaction committed (as before the driver died), partition 1's expired; only the
+    even rows (partition 0's) are visible.
+
+    Returns
+    -------
+    tuple
+        The topic, the writer options and the query id.
+    """
     topic = f"exp-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, 2)
     options, query = _options(kafka, topic), str(uuid.uuid4())
-    prefix = options.transactional_id_prefix
-
     handles = _decide(options, query)
     with connect(options) as cluster:
         ended = end_transactions(cluster, [handles[0].transaction], commit=True)
         assert not any(isinstance(r, Exception) for r in ended.values()), ended
     _wait_expired(options, query, 2)
-    committed = Counter(n for n in range(ROWS) if n % 2 == 0)
-    assert _visible(kafka, topic) == committed
+    assert _visible(kafka, topic) == PARTITION_0_ROWS
+    return topic, options, query
+
+
+def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKafka) -> None:
+    """Partition 0 committed before the driver died; partition 1 then expired."""
+    topic, options, query = _partition_0_committed_then_1_expired(kafka)
+    prefix = options.transactional_id_prefix
 
     # Same partitioning as the first run (Spark's usual replay): partition 1 rewrites.
     replay = _run(options, query, 2)
@@ -272,16 +288,7 @@ def test_a_partly_committed_batch_is_not_rewritten_with_other_partitioning(
     Found by ``make chaos KAFKA=apache SEED=3``: committing the replay's partition 1 (rows
     ``n % 3 == 1``) lost the odd rows it did not hold and doubled the even ones it did.
     """
-    topic = f"exp-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 2)
-    options, query = _options(kafka, topic), str(uuid.uuid4())
-    handles = _decide(options, query)
-    with connect(options) as cluster:
-        ended = end_transactions(cluster, [handles[0].transaction], commit=True)
-        assert not any(isinstance(r, Exception) for r in ended.values()), ended
-    _wait_expired(options, query, 2)
-    committed = Counter(n for n in range(ROWS) if n % 2 == 0)
-    assert _visible(kafka, topic) == committed
+    topic, options, query = _partition_0_committed_then_1_expired(kafka)
 
     replay = _run(options, query, 3)
     # Partition 1's recorded transaction was lost: it writes its (other) rows again.
@@ -294,10 +301,10 @@ def test_a_partly_committed_batch_is_not_rewritten_with_other_partitioning(
     assert "Spark partitions [1] at kafka.transaction.timeout.ms" in message
     assert "this run has 3" in message and "checkpoint with 2 Spark partitions" in message
     # Nothing more visible; the replay's rows are in the log, aborted (the fault happened).
-    assert _visible(kafka, topic) == committed
+    assert _visible(kafka, topic) == PARTITION_0_ROWS
     rewritten = Counter(n for n in range(ROWS) if n % 3 == 1)
     odd = Counter(n for n in range(ROWS) if n % 2)
-    assert _visible(kafka, topic, "read_uncommitted") == committed + odd + rewritten
+    assert _visible(kafka, topic, "read_uncommitted") == PARTITION_0_ROWS + odd + rewritten
     wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # the replay's transaction ended
 
     # The restart with the decision's 2 Spark partitions completes the batch exactly once.

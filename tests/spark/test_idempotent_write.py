@@ -40,10 +40,7 @@ from tests.spark.writer_kit import (
 )
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
-
-
-def _prefix() -> str:
-    return f"i-{uuid.uuid4().hex[:8]}-"
+from tests.support.writer_options import fresh_prefix
 
 
 def _output(bootstrap: str, topic: str, partitions: int = 2) -> Counter[bytes]:
@@ -79,7 +76,7 @@ def _write(
 def test_a_version_is_written_at_most_once(spark: SparkSession, kafka: KafkaTarget) -> None:
     bs = kafka.bootstrap_servers
     sink, other = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)
-    app = {"transactionalIdPrefix": _prefix(), "txnAppId": f"app {uuid.uuid4()}"}
+    app = {"transactionalIdPrefix": fresh_prefix("i"), "txnAppId": f"app {uuid.uuid4()}"}
     expected = Counter(v.encode() for _, v in _rows("v0"))
 
     _write(spark, bs, sink, _rows("v0"), txnVersion="0", **app)
@@ -109,7 +106,7 @@ def test_racing_writers_are_reported_not_fenced(
     same application runs meanwhile: A fails naming the race, B's rows are there once."""
     bs = kafka.bootstrap_servers
     sink = kafka.create_topic(partitions=2)
-    prefix, app, gate = _prefix(), f"race-{uuid.uuid4()}", tmp_path / "gate"
+    prefix, app, gate = fresh_prefix("i"), f"race-{uuid.uuid4()}", tmp_path / "gate"
     failure: list[BaseException] = []
 
     def writer_a() -> None:
@@ -199,7 +196,7 @@ class Job:
             "bootstrap": kafka.bootstrap_servers,
             "sinks": sinks,
             "checkpoint": str(tmp / "chk"),
-            "prefix": _prefix(),
+            "prefix": fresh_prefix("i"),
             "app": f"job-{uuid.uuid4().hex[:6]}",
             "calls": str(tmp / "calls"),
             "partitions": 2,

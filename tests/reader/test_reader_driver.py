@@ -435,6 +435,33 @@ def test_a_refused_driver_client_is_released_when_dropped(kafka: KafkaTarget) ->
         gc.enable()
 
 
+def test_a_lost_list_offsets_answer_is_retried_never_taken_for_an_offset(
+    kafka: KafkaTarget, five_per_partition: tuple[str, int]
+) -> None:
+    """librdkafka answers -1001 without an error when a ListOffsets request's connection
+    drops (a leader killed: ``make chaos KAFKA=apache SEED=3`` ended a micro-batch at -1001
+    in Spark's offset log, and every restart failed as data loss)."""
+    topic, _ = five_per_partition
+    bs = kafka.bootstrap_servers
+    embedded = kafka.require_embedded()
+    retry = {"startingOffsets": "earliest", "fetchOffset.retryIntervalMs": "100"}
+    reader = stream_reader(bs, topic, **retry)
+    start = reader.initialOffset()
+    try:
+        dropped = embedded.drop_requests("ListOffsets")
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert dropped.hits == 1  # the fault happened
+        assert from_json_dict(end) == {TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 5}
+        # With no retry left, the read fails naming what is missing, never ends at -1001.
+        once = stream_reader(bs, topic, **retry, **{"fetchOffset.numRetries": "0"})
+        embedded.drop_requests("ListOffsets")
+        lost = rf"ListOffsets gave no offset for {topic}-0: -1001, {topic}-1: -1001"
+        with pytest.raises(KafkaTxnError, match=lost):
+            once.latestOffset(once.initialOffset(), ReadAllAvailable())
+    finally:
+        embedded.clear_faults()
+
+
 def test_group_id_and_kafka_settings_reach_the_consumer(kafka: KafkaTarget) -> None:
     topic = kafka.create_topic(partitions=1)
     partition = KafkaInputPartition(topic, 0, 0, 10)

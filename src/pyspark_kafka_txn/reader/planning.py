@@ -213,9 +213,20 @@ class OffsetClient:
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> PartitionOffsets:
         """First offset with a timestamp ≥ the given one; -1 where no record qualifies."""
         spec = _offset_spec()
-        return self._list({tp: spec.for_timestamp(ts) for tp, ts in timestamps.items()})
+        specs = {tp: spec.for_timestamp(ts) for tp, ts in timestamps.items()}
+        return self._list(specs, lowest=-1)
 
-    def _list(self, specs: Mapping[TopicPartition, Any], isolation: Any = None) -> PartitionOffsets:
+    def _list(
+        self, specs: Mapping[TopicPartition, Any], isolation: Any = None, lowest: int = 0
+    ) -> PartitionOffsets:
+        """ListOffsets for ``specs``, retried (``fetchOffset.*``) until every answer is an
+        offset of at least ``lowest``.
+
+        librdkafka answers -1001 (``OFFSET_INVALID``), without an error, for a partition
+        whose request was lost (the connection dropped, e.g. its leader was killed): taken
+        for an offset, it would end a micro-batch at -1001 in Spark's offset log, and every
+        restart would replay that batch as data loss.
+        """
         if not specs:
             return {}
         from confluent_kafka import KafkaException
@@ -238,6 +249,10 @@ class OffsetClient:
                             self._options, code, "DESCRIBE", ck.topic, "ListOffsets"
                         ) from None
                     raise
+            invalid = {tp: o for tp, o in out.items() if o < lowest}
+            if invalid:
+                named = ", ".join(f"{tp}: {o}" for tp, o in sorted(invalid.items()))
+                raise KafkaTxnError(f"ListOffsets gave no offset for {named}")
             return out
 
         result: PartitionOffsets = self._retry("list offsets", call)

@@ -43,20 +43,25 @@ APACHE_KAFKA_TESTS := tests/spark tests/writer tests/client tests/broker tests/r
 # Run in the first (local master) leg only: what they check is the same in every session.
 ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/test_parity_writer.py
 
+# The Spark tests again with separate executor JVMs, then through Spark Connect (tests
+# that run their own Spark in a child process run once: in the first leg, or the driver
+# kills in the Apache Kafka leg; the comparisons with Spark's built-in connector run in the
+# first leg, as they test what the options mean, the same in every session).
+SPARK_AGAIN := tests/spark -m 'not own_spark' $(ONCE_ONLY)
+SESSIONS_LANE := KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN) \
+  && KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN) && $(MAKE) spark-versions
+# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
+APACHE_LANE := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
+
 test: lint kcat maven
 	# Everything, against the embedded cluster; the tests that kill the Spark driver
-	# (marker driver_kill) run in the Apache Kafka leg below instead.
+	# (marker driver_kill) run in the Apache Kafka leg instead.
 	KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
-	# The Spark tests again with separate executor JVMs, then through Spark Connect
-	# (tests that run their own Spark in a child process run once: above, or the driver
-	# kills in the Apache Kafka leg; the comparisons with Spark's built-in connector ran
-	# above, as they test what the options mean, the same in every session).
-	KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
-	KAFKA_TXN_SPARK=connect $(PY) -m pytest tests/spark -m "not own_spark" $(ONCE_ONLY)
-	# Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
-	KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
-	# The smoke suite on the older PySpark releases, each in a fresh virtual environment.
-	$(MAKE) spark-versions
+	# Then two lanes at once (a leg keeps the machine less than half busy; each lane's
+	# output is printed whole once both have ended): the other Spark sessions and the smoke
+	# suite on the older PySpark releases (both start Spark Connect, so one after the
+	# other), and the Apache Kafka leg.
+	$(PY) -m tests.support.lanes "$(SESSIONS_LANE)" "$(APACHE_LANE)"
 
 # The Spark and writer tests against a matrix of Apache Kafka releases, node counts and
 # transaction versions (not in CI: about an hour). `make compat COMPAT="4.0.2:3:1"` runs

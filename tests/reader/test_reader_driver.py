@@ -435,6 +435,10 @@ def test_a_refused_driver_client_is_released_when_dropped(kafka: KafkaTarget) ->
         gc.enable()
 
 
+@pytest.mark.embedded_only(
+    "closes a chosen ListOffsets request's connection (on Apache Kafka a node kill of the "
+    "chaos harness did the same)"
+)
 def test_a_lost_list_offsets_answer_is_retried_never_taken_for_an_offset(
     kafka: KafkaTarget, five_per_partition: tuple[str, int]
 ) -> None:

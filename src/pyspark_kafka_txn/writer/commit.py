@@ -254,10 +254,11 @@ def _check_rewritten_alike(
     )
     if not rewritten or replayed.partitions in (None, partitions):
         return
-    pending = [m.handle.transaction for m in present if m.kind == PENDING and m.handle]
-    for tid, result in end_transactions(cluster, pending, commit=True).items():
-        if isinstance(result, Exception):
-            logger.warning("commit of decided %s failed (the restart retries it): %s", tid, result)
+    pending = {m.partition: m.handle for m in present if m.kind == PENDING and m.handle}
+    for partition, exc in _commit_transactions(cluster, pending).items():
+        logger.warning(
+            "commit of decided partition %d failed (the restart retries it): %s", partition, exc
+        )
     abort_fresh(cluster, present)
     committed = sorted(set(replayed.handles) - set(rewritten))
     raise CommitFailedError(
@@ -293,16 +294,16 @@ def _record_decision(
     slot ``last`` does not use; a replay's keeps the number of Spark partitions the
     decision was first recorded with, else it is ``partitions``.
     """
-    replaying = last is not None and last.stands_for(batch)
-    if replaying and last is not None and dict(last.handles) == handles:
-        return last
+    replayed = last if last is not None and last.stands_for(batch) else None
+    if replayed is not None and dict(replayed.handles) == handles:
+        return replayed
     anchor = next((m.anchor for m in present if m.anchor is not None), None)
     if anchor is None and last is not None:
         anchor = last.anchor
     if anchor is None:  # pragma: no cover - a fresh handle always comes with an anchor
         raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
-    if replaying and last is not None and last.partitions is not None:
-        partitions = last.partitions
+    if replayed is not None and replayed.partitions is not None:
+        partitions = replayed.partitions
     return write_decision(cluster, prefix, query_id, batch, handles, anchor, last, partitions)
 
 

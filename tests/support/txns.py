@@ -16,6 +16,7 @@ from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProdu
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
 from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
 from tests.support.clients import txn_producer, watermarks
+from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 
 
@@ -91,11 +92,15 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
     for i in range(4):
         a.produce(topic, key=f"k{i}".encode(), value=f"c1-{i}".encode(), partition=i % 2)
     a.commit_transaction(10)
+    # EndTxn returns before the markers are written: without these waits a later
+    # transaction's first record can land before the marker, and the layout shifts.
+    wait_lso_at_hwm(bootstrap, topic, 2)
     b.begin_transaction()
     for i in range(4):
         b.produce(topic, value=f"ab-{i}".encode(), partition=i % 2)
     b.flush(10)
     b.abort_transaction(10)
+    wait_lso_at_hwm(bootstrap, topic, 2)
     a.begin_transaction()
     for i in range(2):
         a.produce(
@@ -108,8 +113,12 @@ def interleaved(bootstrap: str, topic: str) -> Interleaved:
         b.produce(topic, value=f"c2-{i}".encode(), partition=i % 2)
     b.commit_transaction(10)
     for p in (0, 1):
+
+        def marked(p: int = p) -> bool:
+            return watermarks(bootstrap, topic, p, "read_uncommitted")[1] == 9
+
+        wait_until(f"the commit marker of c2 in {topic}-{p}", marked)
         assert watermarks(bootstrap, topic, p, "read_committed")[1] == 6
-        assert watermarks(bootstrap, topic, p, "read_uncommitted")[1] == 9
     return Interleaved(topic, a, open_first)
 
 

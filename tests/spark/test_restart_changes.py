@@ -17,7 +17,7 @@ restarts with a changed setting. An independent read_committed consumer checks t
   full; what was committed of it before the crash is there twice (at least once).
 
 The detection of a changed prefix (:mod:`pyspark_kafka_txn.writer.prefix_change`) is also
-tested directly against the cluster, without Spark.
+tested directly against the cluster, without Spark, in ``tests/writer/test_prefix_change.py``.
 """
 
 from __future__ import annotations
@@ -31,14 +31,10 @@ from pathlib import Path
 import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.writer.decision import (
     Decision,
-    withdraw_decision,
-    write_decision,
 )
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
-from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 from tests.spark.writer_kit import (
     ROOT,
     assert_exactly_once,
@@ -51,50 +47,11 @@ from tests.spark.writer_kit import (
 )
 from tests.support.lso import assert_nothing_open, wait_lso_at_hwm
 from tests.support.target import KafkaTarget
-from tests.support.txns import leave_open, open_transactions
 
 #: This process's ``PYTHONPATH`` first (a test may run a modified copy of the package),
 #: then the checkout.
 _PYTHONPATH = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
 SINK_PARTITIONS = 3
-
-
-# -- the changed-prefix detection, against the cluster --------------------------------------
-
-
-def test_another_prefix_deciding_this_or_a_later_batch_is_refused(kafka: KafkaTarget) -> None:
-    bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(partitions=1)
-    query = str(uuid.uuid4())
-    old, new = f"old-{uuid.uuid4().hex[:8]}-", f"new-{uuid.uuid4().hex[:8]}-"
-    with ClusterClient(bs) as cluster:
-        refuse_other_prefix(cluster, new, query, 0)  # nothing anywhere (e.g. a migration)
-        decision = write_decision(cluster, old, query, 3, {}, (topic, 0), None)
-        for batch in (3, 2):  # batch 3 decided under the old prefix, or a later one
-            with pytest.raises(ConfigError) as refused:
-                refuse_other_prefix(cluster, new, query, batch)
-            text = str(refused.value)
-            assert "transactionalIdPrefix" in text and f"'{old}'" in text, text
-            assert f"restart the query once with transactionalIdPrefix '{old}'" in text, text
-        refuse_other_prefix(cluster, new, query, 4)  # batch 3 finished: the next one is free
-        refuse_other_prefix(cluster, old, query, 3)  # its own prefix is not "another"
-        refuse_other_prefix(cluster, new, str(uuid.uuid4()), 3)  # another query id
-        withdraw_decision(cluster, old, query, decision)
-        refuse_other_prefix(cluster, new, query, 3)  # withdrawn: nothing of it is visible
-
-
-def test_another_prefix_left_open_undecided_is_aborted(kafka: KafkaTarget) -> None:
-    bs = kafka.bootstrap_servers
-    topic = kafka.create_topic(partitions=1)
-    query = str(uuid.uuid4())
-    old, new = f"old-{uuid.uuid4().hex[:8]}-", f"new-{uuid.uuid4().hex[:8]}-"
-    other_query = f"{old}{uuid.uuid4()}-0"
-    leave_open(bs, f"{old}{query}-0", topic, 0, [b"undecided"], timeout_ms=600_000)
-    leave_open(bs, other_query, topic, 0, [b"other query"], timeout_ms=600_000)
-    with ClusterClient(bs) as cluster:
-        refuse_other_prefix(cluster, new, query, 0)
-    # This query's transaction under the old prefix is aborted; another query's is not.
-    assert list(open_transactions(bs, old)) == [other_query]
 
 
 # -- restarts of a real query ---------------------------------------------------------------

@@ -15,6 +15,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.writer.decision import read_decision
 from tests.spark.kafka_data import reference_rows, values
 from tests.spark.writer_kit import pipeline
 from tests.support.aio_clients import consume_all as aio_consume_all
@@ -85,13 +87,22 @@ def test_several_micro_batches_keep_keys_in_order(
         key = F.split(F.col("value").cast("string"), ":").getItem(0)
         return df.select(key.alias("key"), "value")
 
-    start = pipeline(
-        spark, bs, source, sink, fresh_prefix("w"), tmp_path, keyed, maxOffsetsPerTrigger="25"
-    )
+    prefix = fresh_prefix("w")
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path, keyed, maxOffsetsPerTrigger="25")
     query = start()
     query.awaitTermination(120)
     assert query.exception() is None
     assert len(query.recentProgress) >= 2  # several micro-batches
+    # The run's first decision looked for another prefix; the header names the run (Spark's
+    # job group of a micro-batch is its run id), so its later decisions did not look again.
+    assert _checked_run(bs, prefix, str(query.id)) == str(query.runId)
+    # A restart is a new run: its first decision looks again.
+    batches.append([(i % 2, f"k{i % 5}:3:{i}".encode()) for i in range(10)])
+    committed_batches(bs, source, batches[-1:])
+    again = start()
+    again.awaitTermination(120)
+    assert again.exception() is None and again.id == query.id and again.runId != query.runId
+    assert _checked_run(bs, prefix, str(query.id)) == str(again.runId)
     rows = reference_rows(bs, sink, 2)
     assert Counter(bytes(r[1]) for r in rows) == Counter(v for b in batches for _, v in b)
     # One key always lands in one partition, in input order (per source partition).
@@ -100,6 +111,14 @@ def test_several_micro_batches_keep_keys_in_order(
         by_key.setdefault(bytes(r[0]), set()).add(r[3])
     assert all(len(parts) == 1 for parts in by_key.values())
     assert_nothing_open(bs, sink, 2)
+
+
+def _checked_run(bootstrap: str, prefix: str, query_id: str) -> str | None:
+    """The run recorded in the query's last decision as having looked for another prefix."""
+    with ClusterClient(bootstrap) as cluster:
+        decision = read_decision(cluster, prefix, query_id)
+    assert decision is not None
+    return decision.checked_run
 
 
 def test_batch_write_with_topic_column_and_headers(spark: SparkSession, kafka: KafkaTarget) -> None:

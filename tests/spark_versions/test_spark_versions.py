@@ -38,7 +38,7 @@ import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.wire import END_TXN
-from pyspark_kafka_txn.writer.decision import read_decision
+from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.spark.kafka_data import reference_rows
@@ -202,20 +202,24 @@ def test_writer_exactly_once_across_a_driver_kill(
     first = env.start(log, tmp_path, "write", *args, "4")
     try:
 
-        def decided() -> bool | None:
+        def decided() -> tuple[str, Decision] | None:
             assert first.poll() is None, f"the first run ended:\n{log.read_text()[-5000:]}"
             with ClusterClient(bs) as cluster:
                 for txn in find_open_transactions(cluster, prefix):
                     query = query_of(prefix, txn.transactional_id)
-                    if query is not None and read_decision(cluster, prefix, query, batch=0):
-                        return stall.hits > 0 or None
+                    found = query and read_decision(cluster, prefix, query, batch=0)
+                    if query and found and stall.hits > 0:
+                        return query, found
             return None
 
-        wait_until("the decision record and a held EndTxn", decided, timeout_s=240)
+        query, decision = wait_until("the decision record and a held EndTxn", decided, 240)
     finally:
         kill_everything(first)
         kafka.clear_faults()
     assert reference_rows(bs, sink, 3) == []  # decided, but nothing committed yet
+    # The tasks sent the run id (the micro-batch's job group): another UUID than the query's.
+    run = decision.checked_run
+    assert run is not None and run != query and str(uuid.UUID(run)) == run, decision
 
     second = env.job(tmp_path, "write", bs, source, sink, checkpoint, prefix, "3")
     assert second["terminated"]

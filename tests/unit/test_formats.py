@@ -74,6 +74,15 @@ def test_decision_header_may_name_the_deciding_runs_spark_partitions() -> None:
     assert older is not None and older.partitions is None
 
 
+def test_decision_header_may_name_the_run_that_looked_for_another_prefix() -> None:
+    # "r" too came later to format 1: without it, the next decision looks again.
+    run = "0b0e5c4e-6f0a-4a34-9d1e-9c3c1b1f1a2b"
+    header = parse_header(f'{{"f":1,"b":7,"n":1,"s":0,"t":5,"c":0,"r":"{run}"}}', WHOSE)
+    assert header is not None and header.checked_run == run
+    older = parse_header(v1.DECISION_HEADER, WHOSE)
+    assert older is not None and older.checked_run is None
+
+
 def test_decision_record_of_format_1_is_read() -> None:
     header = parse_header(v1.DECISION_HEADER, WHOSE)
     assert header == Header(

@@ -5,9 +5,11 @@ order (exactly once only), so one batch's transactional ids read top to bottom t
 
 1. ``_gather_handles``: the recorded handles of a decision for ``B`` (a replay) updated
    with the fresh and pending handles of the messages;
-2. ``_check_in_time`` (a new decision) or ``_check_recorded_not_lost`` (a replay, see 4),
-   then ``_record_decision``: the decision ``(B, handles)`` is recorded durably (unless
-   the same one already is) **before** the first EndTxn; a new decision is refused
+2. for a new decision, ``_check_other_prefix`` (once per streaming run, see
+   :mod:`.prefix_change`) and ``_check_in_time``; for a replay (see 4),
+   ``_check_recorded_not_lost`` and ``_check_rewritten_alike``; then
+   ``_record_decision``: the decision ``(B, handles)`` is recorded durably (unless the
+   same one already is) **before** the first EndTxn; a new decision is refused
    (nothing committed, the batch fails and is rewritten on restart) when a fresh
    transaction is past its ``commit_by_ms``: so close to its timeout that the broker
    could abort it before its EndTxn, leaving the batch committed in part;
@@ -167,18 +169,41 @@ def _decide_and_commit(
     handles = _gather_handles(replayed, present)
     if not handles:
         return handles
+    checked_run = None
     if replayed is None:
-        refuse_other_prefix(cluster, prefix, query_id, batch)  # a changed prefix, prefix_change.py
+        checked_run = _check_other_prefix(cluster, prefix, query_id, batch, present, last)
         _check_in_time(query_id, batch, present)
     else:
         _check_recorded_not_lost(cluster, prefix, query_id, replayed)
         _check_rewritten_alike(cluster, query_id, replayed, present, partitions)
     decision = _record_decision(
-        cluster, prefix, query_id, batch, handles, present, last, partitions
+        cluster, prefix, query_id, batch, handles, present, last, partitions, checked_run
     )
     failed = _commit_transactions(cluster, handles)
     _check_outcome(cluster, prefix, query_id, decision, handles, failed)
     return handles
+
+
+def _check_other_prefix(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    batch: int,
+    present: list[TaskMessage],
+    last: Decision | None,
+) -> str | None:
+    """Refuse a new decision that another ``transactionalIdPrefix`` decided
+    (:func:`~.prefix_change.refuse_other_prefix`), once per streaming run; return the run
+    to record as checked (None: a batch write, or no run id).
+
+    The prefix cannot change while a query runs, so when this run's check is recorded in
+    ``last`` (the query's last decision under ``prefix``), the listings are not repeated.
+    """
+    run = next((m.run for m in present if m.run is not None), None)
+    if run is not None and last is not None and last.checked_run == run:
+        return run
+    refuse_other_prefix(cluster, prefix, query_id, batch)
+    return run
 
 
 def _gather_handles(replayed: Decision | None, present: list[TaskMessage]) -> dict[int, Handle]:
@@ -286,13 +311,15 @@ def _record_decision(
     present: list[TaskMessage],
     last: Decision | None,
     partitions: int,
+    checked_run: str | None = None,
 ) -> Decision:
     """The decision to commit ``handles`` as ``batch``, written durably before the first
     EndTxn, unless ``last`` (the query's last decision) is already that one.
 
     It is written for the anchor partition of a task's message, else of ``last``, in the
     slot ``last`` does not use; a replay's keeps the number of Spark partitions the
-    decision was first recorded with, else it is ``partitions``.
+    decision was first recorded with, else it is ``partitions``. ``checked_run``: the run
+    that found no other prefix before this new decision (None for a replay).
     """
     replayed = last if last is not None and last.stands_for(batch) else None
     if replayed is not None and dict(replayed.handles) == handles:
@@ -304,7 +331,9 @@ def _record_decision(
         raise KafkaTxnError(f"batch {batch}: no output partition to record the decision")
     if replayed is not None and replayed.partitions is not None:
         partitions = replayed.partitions
-    return write_decision(cluster, prefix, query_id, batch, handles, anchor, last, partitions)
+    return write_decision(
+        cluster, prefix, query_id, batch, handles, anchor, last, partitions, checked_run
+    )
 
 
 def _commit_transactions(

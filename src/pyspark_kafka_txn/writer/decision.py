@@ -10,7 +10,8 @@ Storage, with no topic of its own: OffsetCommit (outside any group generation) t
 named after the query. Offset metadata is limited to ``offset.metadata.max.bytes`` (4096
 by default), so the handle list is cut into chunks of at most :data:`CHUNK_CHARS`, each the
 metadata of ``{prefix}{Q}-decision-{slot}-{k}``; the header (batch, chunk count, checksum,
-slot, time, and the number of Spark partitions of the run that decided) is written to
+slot, time, the number of Spark partitions of the run that decided, and the run that
+checked for another prefix) is written to
 ``{prefix}{Q}-decision`` **last**. Two slots alternate, so a
 crash while a new decision's chunks are written leaves the previous header pointing at
 intact chunks. A decision none of whose transactions can commit any more (the broker
@@ -77,6 +78,8 @@ class Decision:
     withdrawn: bool = False
     #: How many Spark partitions the run that decided had (None: a record without it).
     partitions: int | None = None
+    #: The streaming run that found no other prefix before deciding (None: not recorded).
+    checked_run: str | None = None
 
     def stands_for(self, batch: int) -> bool:
         """Whether this is a standing decision to commit ``batch``."""
@@ -95,6 +98,9 @@ class Header:
     withdrawn: bool
     #: ``"p"``: the Spark partitions of the run that decided (absent in older records).
     partitions: int | None = None
+    #: ``"r"``: the streaming run that found no other ``transactionalIdPrefix`` of the
+    #: query before deciding (absent in older records, replays and batch writes).
+    checked_run: str | None = None
 
 
 def parse_header(metadata: str | None, whose: str) -> Header | None:
@@ -132,6 +138,7 @@ def parse_header(metadata: str | None, whose: str) -> Header | None:
             int(fields["c"]),
             bool(fields.get("x")),
             int(fields["p"]) if "p" in fields else None,
+            str(fields["r"]) if "r" in fields else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise KafkaTxnError(
@@ -200,10 +207,11 @@ def read_decision(
         return None
     header, anchor = best
     decided, time_ms, slot = header.batch, header.time_ms, header.slot
+    run = header.checked_run
     if header.withdrawn:
-        return Decision(decided, {}, slot, anchor, time_ms, withdrawn=True)
+        return Decision(decided, {}, slot, anchor, time_ms, withdrawn=True, checked_run=run)
     if batch is not None and decided != batch:
-        return Decision(decided, {}, slot, anchor, time_ms)
+        return Decision(decided, {}, slot, anchor, time_ms, checked_run=run)
     parts = []
     for k in range(1, header.chunks + 1):
         chunk = fetch_offsets(
@@ -219,7 +227,9 @@ def read_decision(
             f"(group {decision_group(prefix, query_id)}: its chunks do not match the header)"
         )
     handles = decode_handles(text, prefix, query_id)
-    return Decision(decided, handles, slot, anchor, time_ms, partitions=header.partitions)
+    return Decision(
+        decided, handles, slot, anchor, time_ms, partitions=header.partitions, checked_run=run
+    )
 
 
 def write_decision(
@@ -231,6 +241,7 @@ def write_decision(
     anchor: tuple[str, int],
     previous: Decision | None,
     partitions: int | None = None,
+    checked_run: str | None = None,
 ) -> Decision:
     """Record durably that batch ``batch`` commits ``handles``; header last.
 
@@ -243,6 +254,9 @@ def write_decision(
     partitions
         The number of Spark partitions of the run that decides (recorded as ``"p"``: a
         replay that must write a partition again compares its own with it).
+    checked_run
+        The streaming run that found no other prefix before this decision (recorded as
+        ``"r"``: the run's later decisions need not look again).
     """
     slot = 1 - previous.slot if previous is not None else 0
     text = _encode(handles)
@@ -251,9 +265,11 @@ def write_decision(
         commit_offsets(cluster, _chunk_group(prefix, query_id, slot, k), {anchor: (batch, chunk)})
     now = _write_header(
         cluster, prefix, query_id, batch, slot, anchor, previous, text, len(chunks),
-        partitions=partitions,
+        partitions=partitions, checked_run=checked_run,
     )  # fmt: skip
-    return Decision(batch, dict(handles), slot, anchor, now, partitions=partitions)
+    return Decision(
+        batch, dict(handles), slot, anchor, now, partitions=partitions, checked_run=checked_run
+    )
 
 
 def withdraw_decision(
@@ -281,6 +297,7 @@ def _write_header(
     chunks: int,
     withdrawn: bool = False,
     partitions: int | None = None,
+    checked_run: str | None = None,
 ) -> int:
     """Commit the header of a decision (or of its withdrawal); return its time.
 
@@ -290,7 +307,7 @@ def _write_header(
     now = int(time.time() * 1000)
     if previous is not None and previous.time_ms >= now:
         now = previous.time_ms + 1
-    fields: dict[str, int] = {
+    fields: dict[str, int | str] = {
         "f": DECISION_RECORD.current, "b": batch, "n": chunks, "s": slot, "t": now,
         "c": zlib.crc32(text.encode()),
     }  # fmt: skip
@@ -298,6 +315,8 @@ def _write_header(
         fields["x"] = 1
     if partitions is not None:
         fields["p"] = partitions
+    if checked_run is not None:
+        fields["r"] = checked_run
     header = json.dumps(fields, separators=(",", ":"))
     commit_offsets(cluster, decision_group(prefix, query_id), {anchor: (batch, header)})
     return now

@@ -45,6 +45,8 @@ class TaskMessage(WriterCommitMessage):
         Wall-clock time (ms since the epoch) after which the driver must not decide to
         commit this fresh transaction: it may be aborted at its ``transaction.timeout.ms``
         before its EndTxn arrives. ``None`` with KIP-939 two-phase commit (no timeout).
+    run
+        The streaming query's run id (see :class:`~.task.TaskIdentity`), or None.
     """
 
     query_id: str
@@ -55,6 +57,7 @@ class TaskMessage(WriterCommitMessage):
     rows: int = 0
     anchor: tuple[str, int] | None = None
     commit_by_ms: int | None = None
+    run: str | None = None
 
 
 def task_messages(messages: Sequence[object | None]) -> list[TaskMessage]:

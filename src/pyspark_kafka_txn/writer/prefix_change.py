@@ -7,8 +7,11 @@ them: when the driver was killed after deciding batch ``B`` and before Spark's c
 recorded it, the restart re-runs ``B``, finds no decision under the new prefix, and would
 write and commit ``B`` a second time.
 
-Before the driver records a *new* decision for ``B``, :func:`refuse_other_prefix` looks for
-the same query id under any other prefix:
+Before the driver records the first *new* decision of a run of the query,
+:func:`refuse_other_prefix` looks for the same query id under any other prefix (the
+prefix cannot change while the query runs, so the run's later decisions do not look again:
+the decision header names the run that looked; without a run id, e.g. a batch write,
+every new decision looks):
 
 * ListGroups on every broker: groups named ``{other}{Q}-decision`` (the decision header);
 * ListTransactions: open transactions named ``{other}{Q}-{P}``.

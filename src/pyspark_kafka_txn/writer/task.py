@@ -71,12 +71,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TaskIdentity:
-    """Who is writing: read from Spark's TaskContext in the task."""
+    """Who is writing: read from Spark's TaskContext in the task.
+
+    ``run`` is the streaming query's run id (new at every start of the query), or None
+    for a batch write or where Spark did not give one: the driver checks for another
+    ``transactionalIdPrefix`` once per run (:mod:`.prefix_change`).
+    """
 
     query_id: str
     batch: int
     partition: int
     attempt: int
+    run: str | None = None
 
 
 def expiry_margin_ms(timeout_ms: int) -> int:
@@ -119,7 +125,7 @@ def write_task(
         When another run of the same idempotent write claimed the ids (nothing written).
     """
     if app is not None and app.skip:
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
     tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
     # The first rows before anything else (step 3): no rows, no InitProducerId.
     first = _first_rows(batches)
@@ -130,7 +136,7 @@ def write_task(
                 return replay
         if first is None:
             logger.debug("%s: no rows in batch %d: transactional id not claimed", tid, who.batch)
-            return TaskMessage(who.query_id, who.batch, who.partition, EMPTY)
+            return TaskMessage(who.query_id, who.batch, who.partition, EMPTY, run=who.run)
         if app is not None:
             where = f"in Spark partition {who.partition} before writing (nothing written)"
             check_claim(cluster, options.transactional_id_prefix, app, where)
@@ -142,7 +148,9 @@ def write_task(
             rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
             if not options.exactly_once:
                 producer.commit_transaction()
-                return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, rows=rows)
+                return TaskMessage(
+                    who.query_id, who.batch, who.partition, COMMITTED, rows=rows, run=who.run
+                )
             marker = marker_metadata(who.batch, rows)
             producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
             prepared = producer.prepare()
@@ -160,6 +168,7 @@ def write_task(
         rows=rows,
         anchor=anchor,
         commit_by_ms=None if producer.two_phase_commit else commit_by(opened_ms, timeout_ms),
+        run=who.run,
     )
 
 
@@ -176,15 +185,17 @@ def _replayed(
         # The decided batch is complete without this partition: a replay that puts rows
         # here (other partitioning) must not write them again.
         logger.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
     described = describe_transactions(cluster, [tid])[tid]
     if holds_open(described, recorded):
         logger.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
-        return TaskMessage(who.query_id, who.batch, who.partition, PENDING, handle=recorded)
+        return TaskMessage(
+            who.query_id, who.batch, who.partition, PENDING, handle=recorded, run=who.run
+        )
     closed = described is None or described.state not in OPEN_STATES
     if closed and read_marker(cluster, tid) == who.batch:
         logger.info("%s: batch %d already committed", tid, who.batch)
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED)
+        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
     return None  # not recorded, or its transaction was lost: write (and fence zombies)
 
 

@@ -18,8 +18,10 @@ import uuid
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
 from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
@@ -151,3 +153,41 @@ def test_streaming_abort_takes_the_query_id_from_the_messages(kafka: KafkaTarget
         assert set(open_transactions(bs, prefix)) == set(), guarantee
     # Exactly once: the returned task's rows aborted too; at least once: committed by it.
     assert _visible(bs, topic) == Counter({"at_least_once": 10})
+
+
+#: The coordinator handover: no broker owns the transaction's partition for this long (the
+#: abort's first listing falls in it), then the new coordinator loads it.
+UNOWNED_S = 3.0
+LOADING_S = 0.5
+
+
+@pytest.mark.embedded_only(
+    "hands a transaction coordinator over with a chosen gap in which no broker lists its "
+    "transactions (on Apache Kafka the gap is Kafka's own: test_coordinator_move.py)"
+)
+def test_abort_ends_a_killed_task_transaction_its_moving_coordinator_lists_nowhere(
+    kafka3: KafkaTarget,
+) -> None:
+    """A task killed mid-write, and its coordinator moving when ``abort()`` lists the
+    transactions: listed nowhere, it must still be ended, not taken for ended."""
+    assert kafka3.embedded is not None
+    bs = kafka3.bootstrap_servers
+    topic = kafka3.create_topic(partitions=1, prefix="kmove")
+    prefix, job = fresh_prefix("km"), f"job-{uuid.uuid4()}"
+    killed = transactional_id(prefix, job, 0)
+    leave_open(bs, killed, topic, 0, _values("t0", 5), timeout_ms=LONG_MS)
+    assert lso(bs, topic, 0) == 0  # open: the check below could fail
+    old = kafka3.embedded.call(lambda c: c.coordinator(COORDINATOR_TXN, killed))
+    kafka3.embedded.move_coordinator(
+        "transaction", killed, (old + 1) % 3, unowned_s=UNOWNED_S, loading_s=LOADING_S
+    )
+    assert open_transactions(bs, prefix) == {}  # the gap: no broker lists it
+
+    abort_batch(writer_options(bs, topic, prefix), [None], 0, query_id=job)
+
+    # Ended by the abort (its timeout is 10 min): the 5 records and the abort marker, the
+    # LSO at the high watermark, nothing visible.
+    assert watermarks(bs, topic, 0, "read_uncommitted")[1] == 6
+    assert lso(bs, topic, 0) == 6
+    assert read_records(bs, topic, 1, isolation="read_committed") == []
+    assert open_transactions(bs, prefix) == {}

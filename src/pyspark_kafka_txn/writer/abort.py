@@ -8,7 +8,12 @@ driver, abort(messages, B)"):
 2. otherwise (exactly once) EndTxn(abort) for the fresh handles of the messages;
 3. in both delivery modes, this query's transactions still Ongoing are aborted too (tasks
    killed when Spark cancelled the failed stage return no handle), and ``abort()`` returns
-   once none of the query's transactions is still completing.
+   once none of the query's transactions is still completing. The transactions of the
+   tasks that returned no message are also asked of their coordinators
+   (DescribeTransactions) once the listing shows none open: while a coordinator moves
+   (a ``__transaction_state`` partition changing leader), Apache Kafka lists its
+   transactions nowhere for a moment, without an error, and one taken for ended there
+   would pin the LSO of its partitions until its timeout.
 
 This module owns the driver's abort only; the commit is :mod:`.commit`, finding and
 aborting open transactions is :mod:`.lingering`.
@@ -19,16 +24,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
-from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.errors import BrokerError, KafkaConnectionError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.acls import acl_hints
-from pyspark_kafka_txn.writer.common import connect
+from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
-from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.ids import query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
     abort_open_transaction,
@@ -99,7 +105,10 @@ def abort_batch(
                 app,
             )
             return
-        _abort_unreturned(cluster, prefix, query_id)
+        unreturned = [
+            transactional_id(prefix, query_id, p) for p, m in enumerate(messages) if m is None
+        ]
+        _abort_unreturned(cluster, prefix, query_id, unreturned)
 
 
 def abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
@@ -115,13 +124,23 @@ def abort_fresh(cluster: ClusterClient, present: list[TaskMessage]) -> None:
             )
 
 
-def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> None:
+def _abort_unreturned(
+    cluster: ClusterClient, prefix: str, query_id: str, unreturned: list[str]
+) -> None:
     """Abort this query's Ongoing transactions (tasks of the failed batch left them), then
     wait, within the client's retry budget, until none of the query's is still completing,
-    so that when ``abort()`` returns nothing of the batch pins the LSO."""
+    so that when ``abort()`` returns nothing of the batch pins the LSO.
+
+    ``unreturned``: the transactional ids of the tasks that returned no message; once the
+    listing shows none of the query's open, each is described at its coordinator (see the
+    module docstring), and one still open there is aborted or waited for.
+    """
 
     def still_open(listed: list[OpenTransaction]) -> list[str]:
         ours = [t for t in listed if query_of(prefix, t.transactional_id) == query_id]
+        unsure: list[str] = []  # not listed, and their coordinator cannot say yet
+        if not ours:
+            ours, unsure = _open_unlisted(cluster, unreturned)
         for txn in (t for t in ours if t.state == TxnState.ONGOING):
             logger.warning(
                 "aborting %s (producer %d, epoch %d): a task of the failed batch left it "
@@ -139,6 +158,35 @@ def _abort_unreturned(cluster: ClusterClient, prefix: str, query_id: str) -> Non
                     exc,
                 )
                 return []  # nothing to wait for: it stays open until its timeout
-        return [t.transactional_id for t in ours]
+        return [t.transactional_id for t in ours] + unsure
 
     wait_for_open_transactions(cluster, prefix, still_open, "transactions of the failed batch")
+
+
+def _open_unlisted(
+    cluster: ClusterClient, tids: list[str]
+) -> tuple[list[OpenTransaction], list[str]]:
+    """Those of ``tids`` (listed by no broker) that their coordinator describes as open,
+    and those whose coordinator cannot say yet.
+
+    DescribeTransactions finds each one's coordinator anew after NOT_COORDINATOR and
+    retries COORDINATOR_LOAD_IN_PROGRESS within the client's retry budget; a retriable
+    error left after those retries keeps the id waiting; any other error is raised.
+    """
+    found: list[OpenTransaction] = []
+    unsure: list[str] = []
+    for tid in tids:
+        try:
+            described = describe_transactions(cluster, [tid])[tid]
+        except (BrokerError, KafkaConnectionError) as exc:
+            if not exc.retriable:
+                raise
+            logger.info("%s of the failed batch: its coordinator cannot say yet (%s)", tid, exc)
+            unsure.append(tid)
+            continue
+        if described is not None and described.state in OPEN_STATES:
+            logger.info(
+                "%s of the failed batch: listed nowhere, described %s", tid, described.state
+            )
+            found.append(OpenTransaction.from_description(described))
+    return found, unsure

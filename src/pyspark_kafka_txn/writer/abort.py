@@ -24,10 +24,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
-from pyspark_kafka_txn.errors import BrokerError, KafkaConnectionError, KafkaTxnError
+from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.acls import acl_hints
@@ -38,6 +37,7 @@ from pyspark_kafka_txn.writer.ids import query_of, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     OpenTransaction,
     abort_open_transaction,
+    describe_unlisted,
     wait_for_open_transactions,
 )
 from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
@@ -167,26 +167,15 @@ def _open_unlisted(
     cluster: ClusterClient, tids: list[str]
 ) -> tuple[list[OpenTransaction], list[str]]:
     """Those of ``tids`` (listed by no broker) that their coordinator describes as open,
-    and those whose coordinator cannot say yet.
-
-    DescribeTransactions finds each one's coordinator anew after NOT_COORDINATOR and
-    retries COORDINATOR_LOAD_IN_PROGRESS within the client's retry budget; a retriable
-    error left after those retries keeps the id waiting; any other error is raised.
-    """
-    found: list[OpenTransaction] = []
-    unsure: list[str] = []
-    for tid in tids:
-        try:
-            described = describe_transactions(cluster, [tid])[tid]
-        except (BrokerError, KafkaConnectionError) as exc:
-            if not exc.retriable:
-                raise
-            logger.info("%s of the failed batch: its coordinator cannot say yet (%s)", tid, exc)
-            unsure.append(tid)
-            continue
-        if described is not None and described.state in OPEN_STATES:
-            logger.info(
-                "%s of the failed batch: listed nowhere, described %s", tid, described.state
-            )
-            found.append(OpenTransaction.from_description(described))
+    and those whose coordinator cannot say yet (:func:`~.lingering.describe_unlisted`)."""
+    described, unsure = describe_unlisted(cluster, tids, "transaction of the failed batch")
+    found = [
+        OpenTransaction.from_description(d)
+        for d in described.values()
+        if d is not None and d.state in OPEN_STATES
+    ]
+    for txn in found:
+        logger.info(
+            "%s of the failed batch: listed nowhere, described %s", txn.transactional_id, txn.state
+        )
     return found, unsure

@@ -55,9 +55,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import (
     AuthorizationError,
-    BrokerError,
     CommitFailedError,
-    KafkaConnectionError,
     KafkaTxnError,
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
@@ -85,6 +83,7 @@ from pyspark_kafka_txn.writer.lingering import (
     PrefixListing,
     abort_leftovers,
     abort_lingering,
+    describe_unlisted,
     find_open_transactions,
     wait_for_listing,
 )
@@ -470,25 +469,12 @@ def _markers_landed(
 
 def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:
     """Those of ``unlisted`` (committed, but listed by no broker) whose coordinator still
-    completes them or cannot say yet; the others are added to ``landed``.
-
-    DescribeTransactions finds each one's coordinator anew after NOT_COORDINATOR and
-    retries COORDINATOR_LOAD_IN_PROGRESS (within the client's retry budget); an id its
-    coordinator does not know has nothing pending there. A retriable error left after
-    those retries keeps the id waiting; any other error is raised.
-    """
-    waiting: list[str] = []
-    for tid in unlisted:
-        try:
-            described = describe_transactions(cluster, [tid])[tid]
-        except (BrokerError, KafkaConnectionError) as exc:
-            if not exc.retriable:
-                raise
-            logger.info("commit markers of %s: its coordinator cannot say yet (%s)", tid, exc)
-            waiting.append(tid)
-            continue
-        if described is not None and described.state in COMPLETING_STATES:
-            logger.info("commit markers of %s: not listed, described %s", tid, described.state)
+    completes them or cannot say yet (:func:`~.lingering.describe_unlisted`); the others
+    are added to ``landed`` (an id its coordinator does not know has nothing pending)."""
+    described, waiting = describe_unlisted(cluster, unlisted, "commit markers of")
+    for tid, description in described.items():
+        if description is not None and description.state in COMPLETING_STATES:
+            logger.info("commit markers of %s: not listed, described %s", tid, description.state)
             waiting.append(tid)
         else:
             landed.add(tid)

@@ -58,7 +58,13 @@ from pyspark_kafka_txn.client.admin import (
 )
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
-from pyspark_kafka_txn.errors import ConcurrentQueryError, KafkaTxnError, TransactionError
+from pyspark_kafka_txn.errors import (
+    BrokerError,
+    ConcurrentQueryError,
+    KafkaConnectionError,
+    KafkaTxnError,
+    TransactionError,
+)
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES
@@ -73,6 +79,7 @@ __all__ = [
     "abort_leftovers",
     "abort_lingering",
     "abort_open_transaction",
+    "describe_unlisted",
     "find_open_transactions",
     "list_prefix",
     "wait_for_listing",
@@ -428,6 +435,41 @@ def wait_for_open_transactions(
     is spent: the coordinators finish those transactions on their own.
     """
     return wait_for_listing(cluster, prefix, lambda listing: pending(listing.open), what).open
+
+
+def describe_unlisted(
+    cluster: ClusterClient, tids: Sequence[str], what: str
+) -> tuple[dict[str, TransactionDescription | None], list[str]]:
+    """Describe, each at its coordinator, transactional ids that no broker's listing shows:
+    while a coordinator moves (a ``__transaction_state`` partition changing leader),
+    Apache Kafka lists its transactions nowhere for a moment, without an error.
+
+    DescribeTransactions finds each one's coordinator anew after NOT_COORDINATOR and
+    retries COORDINATOR_LOAD_IN_PROGRESS (within the client's retry budget).
+
+    Returns
+    -------
+    tuple[dict, list[str]]
+        The descriptions by id (None: its coordinator does not know it, nothing is open
+        there), and the ids whose coordinator could not say yet (a retriable error left
+        after those retries; logged at INFO with ``what``).
+
+    Raises
+    ------
+    KafkaTxnError
+        Any other error.
+    """
+    described: dict[str, TransactionDescription | None] = {}
+    unsure: list[str] = []
+    for tid in tids:
+        try:
+            described[tid] = describe_transactions(cluster, [tid])[tid]
+        except (BrokerError, KafkaConnectionError) as exc:
+            if not exc.retriable:
+                raise
+            logger.info("%s %s: its coordinator cannot say yet (%s)", what, tid, exc)
+            unsure.append(tid)
+    return described, unsure
 
 
 def wait_for_listing(

@@ -36,13 +36,13 @@ def _set_cleaner_backoff(kafka: KafkaTarget, value: str | None) -> None:
     assert kafka.apache is not None
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     entry = ConfigEntry(CLEANER_BACKOFF, value or "", incremental_operation=op)
-    resources = [
-        ConfigResource(ResourceType.BROKER, str(node.node_id), incremental_configs=[entry])
-        for node in kafka.apache.nodes
-    ]
     admin = AdminClient({**kafka.apache.client_config(), "log_level": 0})
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
+    for node in kafka.apache.nodes:  # librdkafka takes one BROKER resource per call
+        resource = ConfigResource(
+            ResourceType.BROKER, str(node.node_id), incremental_configs=[entry]
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from pyspark_kafka_txn.client.admin import (
 from pyspark_kafka_txn.client.errors import BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from tests.support.clusters import CheckedKafka
 from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -82,3 +83,19 @@ def test_lingering_transaction_found_and_pending_offsets_unstable(kafka: KafkaTa
         assert (got[(topic, 0)].offset, got[(topic, 0)].metadata) == (5, "m")
         done = describe_transactions(cluster, [tid])[tid]
         assert done is not None and done.state in ("CompleteCommit", "PrepareCommit")
+
+
+@pytest.mark.embedded_only("closes every client connection of its own cluster at a chosen moment")
+def test_cluster_listings_ride_out_a_pooled_connection_the_broker_closed() -> None:
+    """A broker restarted (or a connection dropped) between two requests leaves the pooled
+    connection dead; the next Metadata, which every cluster-wide listing starts with, must
+    be retried on a fresh one, not fail the driver's commit (seen in the Apache Kafka chaos
+    soak: ``commit()`` failed with 'connection closed by the broker')."""
+    with CheckedKafka(brokers=3) as own, ClusterClient(own.bootstrap_servers) as cluster:
+        known = cluster.brokers()
+        assert len(known) == 3
+        for node in known:
+            cluster.connection(node)  # every broker's connection pooled
+        assert own.drop_connections() >= 3  # the fault really happened
+        assert cluster.brokers() == known
+        assert list_transactions(cluster) == []

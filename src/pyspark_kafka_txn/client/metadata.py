@@ -146,13 +146,14 @@ class ClusterClient:
         return conn
 
     def brokers(self) -> dict[int, tuple[str, int]]:
-        """Broker id -> (host, port), from a fresh Metadata request."""
-        self.refresh()
+        """Broker id -> (host, port), from a fresh Metadata request (retried: a pooled
+        connection the broker closed meanwhile fails its first request)."""
+        self.retrying("Metadata", self.refresh)
         return dict(self._brokers)
 
     def controller(self) -> Connection:
         """Connection to the controller (where CreateTopics goes)."""
-        body = self.refresh()
+        body = self.retrying("Metadata", self.refresh)
         return self.connection(int(body.controller_id))
 
     def transaction_version(self) -> int:

@@ -106,6 +106,7 @@ from pyspark_kafka_txn.writer.sink import KafkaStreamWriter
 from tests.support.clients import consume_all, consume_messages, free_port
 from tests.support.clusters import CheckedKafka
 from tests.support.lso import assert_nothing_open
+from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
 
 #: A hang detector for every case (not a timing assertion).
@@ -618,3 +619,36 @@ def test_bad_row_fails_the_job_and_leaves_nothing_visible(
         write.save()
     assert "partition -1" in str(info.value) and f"'{sink}'" in str(info.value), str(info.value)
     _untouched(kafka.bootstrap_servers, sink)
+
+
+def test_bad_row_after_written_rows_aborts_them(spark: SparkSession, kafka: KafkaTarget) -> None:
+    """Task 1 writes a first Arrow batch of 5 rows, then meets a negative partition in its
+    second: the writer itself fails and aborts its transaction. Its first rows reached the
+    log (the fault happened after a write) and never become visible."""
+    sink = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="sink")
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "5")
+    try:
+        df = spark.range(0, 20, 1, 2).select(
+            F.col("id").cast("string").alias("value"),
+            F.when(F.col("id") == 17, -1).otherwise(F.col("id") % 2).cast("int").alias("partition"),
+        )
+        write = (
+            df.write.format("kafka_txn")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("topic", sink)
+            .mode("append")
+        )
+        with pytest.raises(PySparkException) as info:
+            write.save()
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+    assert "partition -1" in str(info.value) and f"'{sink}'" in str(info.value), str(info.value)
+    bs = kafka.bootstrap_servers
+    in_log = read_records(bs, sink, SINK_PARTITIONS, isolation="read_uncommitted")
+    assert {b"10", b"11", b"12", b"13", b"14"} <= {v for _, _, v, _ in in_log}, in_log
+    _untouched(bs, sink)

@@ -597,15 +597,14 @@ def test_writer_query_fails_at_start(
     _untouched(kafka.bootstrap_servers, sink)
 
 
-def test_bad_row_fails_the_job_and_leaves_nothing_visible(
-    spark: SparkSession, kafka: KafkaTarget
-) -> None:
-    """Task 0 prepares its rows; task 1 meets a negative partition: the job fails and the
-    driver aborts task 0's transaction."""
+def _write_with_bad_row(spark: SparkSession, kafka: KafkaTarget, bad_id: int) -> str:
+    """Write ids 0-19 in two Spark partitions (0-9, 10-19), each id to Kafka partition
+    id % 2 of a new topic except ``bad_id``, which asks for partition -1: the job must
+    fail naming it. Returns the topic."""
     sink = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="sink")
     df = spark.range(0, 20, 1, 2).select(
         F.col("id").cast("string").alias("value"),
-        F.when(F.col("id") == 15, -1).otherwise(F.col("id") % 2).cast("int").alias("partition"),
+        F.when(F.col("id") == bad_id, -1).otherwise(F.col("id") % 2).cast("int").alias("partition"),
     )
     write = (
         df.write.format("kafka_txn")
@@ -618,6 +617,15 @@ def test_bad_row_fails_the_job_and_leaves_nothing_visible(
     with pytest.raises(PySparkException) as info:
         write.save()
     assert "partition -1" in str(info.value) and f"'{sink}'" in str(info.value), str(info.value)
+    return sink
+
+
+def test_bad_row_fails_the_job_and_leaves_nothing_visible(
+    spark: SparkSession, kafka: KafkaTarget
+) -> None:
+    """Task 0 prepares its rows; task 1 meets a negative partition: the job fails and the
+    driver aborts task 0's transaction."""
+    sink = _write_with_bad_row(spark, kafka, 15)
     _untouched(kafka.bootstrap_servers, sink)
 
 
@@ -625,29 +633,16 @@ def test_bad_row_after_written_rows_aborts_them(spark: SparkSession, kafka: Kafk
     """Task 1 writes a first Arrow batch of 5 rows, then meets a negative partition in its
     second: the writer itself fails and aborts its transaction. Its first rows reached the
     log (the fault happened after a write) and never become visible."""
-    sink = kafka.create_topic(partitions=SINK_PARTITIONS, prefix="sink")
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
     spark.conf.set(key, "5")
     try:
-        df = spark.range(0, 20, 1, 2).select(
-            F.col("id").cast("string").alias("value"),
-            F.when(F.col("id") == 17, -1).otherwise(F.col("id") % 2).cast("int").alias("partition"),
-        )
-        write = (
-            df.write.format("kafka_txn")
-            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-            .option("topic", sink)
-            .mode("append")
-        )
-        with pytest.raises(PySparkException) as info:
-            write.save()
+        sink = _write_with_bad_row(spark, kafka, 17)
     finally:
         if before is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
-    assert "partition -1" in str(info.value) and f"'{sink}'" in str(info.value), str(info.value)
     bs = kafka.bootstrap_servers
     in_log = read_records(bs, sink, SINK_PARTITIONS, isolation="read_uncommitted")
     assert {b"10", b"11", b"12", b"13", b"14"} <= {v for _, _, v, _ in in_log}, in_log

@@ -62,7 +62,7 @@ from pyspark_kafka_txn.writer.common import (
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, check_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, TaskMessage
+from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, Kind, TaskMessage
 
 __all__ = ["TaskIdentity", "write_task"]
 
@@ -125,7 +125,7 @@ def write_task(
         When another run of the same idempotent write claimed the ids (nothing written).
     """
     if app is not None and app.skip:
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
+        return _message(who, COMMITTED)
     tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
     # The first rows before anything else (step 3): no rows, no InitProducerId.
     first = _first_rows(batches)
@@ -136,7 +136,7 @@ def write_task(
                 return replay
         if first is None:
             logger.debug("%s: no rows in batch %d: transactional id not claimed", tid, who.batch)
-            return TaskMessage(who.query_id, who.batch, who.partition, EMPTY, run=who.run)
+            return _message(who, EMPTY)
         if app is not None:
             where = f"in Spark partition {who.partition} before writing (nothing written)"
             check_claim(cluster, options.transactional_id_prefix, app, where)
@@ -148,9 +148,7 @@ def write_task(
             rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
             if not options.exactly_once:
                 producer.commit_transaction()
-                return TaskMessage(
-                    who.query_id, who.batch, who.partition, COMMITTED, rows=rows, run=who.run
-                )
+                return _message(who, COMMITTED, rows=rows)
             marker = marker_metadata(who.batch, rows)
             producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
             prepared = producer.prepare()
@@ -159,15 +157,35 @@ def write_task(
             raise
     handle = Handle(who.partition, prepared)
     logger.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
-    return TaskMessage(
-        who.query_id,
-        who.batch,
-        who.partition,
+    return _message(
+        who,
         FRESH,
         handle=handle,
         rows=rows,
         anchor=anchor,
         commit_by_ms=None if producer.two_phase_commit else commit_by(opened_ms, timeout_ms),
+    )
+
+
+def _message(
+    who: TaskIdentity,
+    kind: Kind,
+    *,
+    handle: Handle | None = None,
+    rows: int = 0,
+    anchor: tuple[str, int] | None = None,
+    commit_by_ms: int | None = None,
+) -> TaskMessage:
+    """The message ``who`` sends the driver (its query, batch, partition and run)."""
+    return TaskMessage(
+        who.query_id,
+        who.batch,
+        who.partition,
+        kind,
+        handle=handle,
+        rows=rows,
+        anchor=anchor,
+        commit_by_ms=commit_by_ms,
         run=who.run,
     )
 
@@ -185,17 +203,15 @@ def _replayed(
         # The decided batch is complete without this partition: a replay that puts rows
         # here (other partitioning) must not write them again.
         logger.info("%s: batch %d decided without this partition: nothing to write", tid, who.batch)
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
+        return _message(who, COMMITTED)
     described = describe_transactions(cluster, [tid])[tid]
     if holds_open(described, recorded):
         logger.info("%s: batch %d decided, its transaction still open: pending", tid, who.batch)
-        return TaskMessage(
-            who.query_id, who.batch, who.partition, PENDING, handle=recorded, run=who.run
-        )
+        return _message(who, PENDING, handle=recorded)
     closed = described is None or described.state not in OPEN_STATES
     if closed and read_marker(cluster, tid) == who.batch:
         logger.info("%s: batch %d already committed", tid, who.batch)
-        return TaskMessage(who.query_id, who.batch, who.partition, COMMITTED, run=who.run)
+        return _message(who, COMMITTED)
     return None  # not recorded, or its transaction was lost: write (and fence zombies)
 
 

@@ -207,8 +207,10 @@ def test_writer_exactly_once_across_a_driver_kill(
             with ClusterClient(bs) as cluster:
                 for txn in find_open_transactions(cluster, prefix):
                     query = query_of(prefix, txn.transactional_id)
-                    found = query and read_decision(cluster, prefix, query, batch=0)
-                    if query and found and stall.hits > 0:
+                    if query is None:
+                        continue
+                    found = read_decision(cluster, prefix, query, batch=0)
+                    if found is not None and stall.hits > 0:
                         return query, found
             return None
 

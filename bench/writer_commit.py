@@ -11,11 +11,12 @@ Spark's driver calls it. That time holds everything the driver does for a batch:
 * reading the last decision record and writing the new one (chunks, then the header);
 * EndTxn(commit) for every handle, pipelined per coordinator, each after a
   FindCoordinator for its transactional id (every ``commit()`` starts with a new client);
-* listing the transactions still open under the prefix (ListTransactions on every
-  broker) and ``abort_lingering`` (nothing is left open here: nothing more to do).
+* renewing the query's liveness lease (one OffsetCommit);
+* listing the query's transactions still open (ListTransactions on every broker) and
+  ``end_abandoned`` (other queries' long-open transactions: none here).
 
 The phases are timed by wrapping those functions of ``writer/commit.py`` and
-``writer/lingering.py`` in this process (the source is not changed), each without the
+``writer/lingering.py`` / ``writer/abandoned.py`` in this process (the source is not changed), each without the
 phases called inside it, so they add up to about the total. A second table ends the same
 number of prepared transactions by hand, looking up every coordinator first and then
 calling ``end_transactions``: it separates the lookups from the EndTxns, which in
@@ -52,6 +53,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.wire import COORDINATOR_TXN
+from pyspark_kafka_txn.writer import abandoned as abandoned_module
 from pyspark_kafka_txn.writer import commit as commit_module
 from pyspark_kafka_txn.writer import lingering as lingering_module
 from pyspark_kafka_txn.writer.common import connect
@@ -59,17 +61,17 @@ from pyspark_kafka_txn.writer.messages import TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
 # commit_batch's collaborators, looked up at call time in the globals of the module whose
-# code calls them: writer/commit.py, or writer/lingering.py for find_open_transactions
-# (inside wait_for_open_transactions) and abort_lingering's read_decision; each is wrapped
-# in both modules, those a module does not have are skipped. ListTransactions +
-# DescribeTransactions are find_open_transactions.
+# code calls them: writer/commit.py, writer/lingering.py (list_prefix inside
+# wait_for_listing) or writer/abandoned.py (its read_decision); each is wrapped in every
+# module, those a module does not have are skipped. ListTransactions +
+# DescribeTransactions are list_prefix.
 PHASES = (
     "connect",
     "read_decision",
     "write_decision",
     "end_transactions",
-    "find_open_transactions",
-    "abort_lingering",
+    "list_prefix",
+    "end_abandoned",
 )
 FIND = "FindCoordinator"
 TIMEOUT_MS = 120_000
@@ -78,8 +80,8 @@ TIMEOUT_MS = 120_000
 class PhaseTimer:
     """Wall time spent in wrapped functions, per phase, exclusive of nested phases.
 
-    A phase called inside another one (``find_open_transactions`` inside
-    ``abort_lingering``, a FindCoordinator inside ``end_transactions``) counts for
+    A phase called inside another one (``read_decision`` inside ``end_abandoned``, a
+    FindCoordinator inside ``end_transactions``) counts for
     itself only, so the phases add up to the time covered.
     """
 
@@ -113,7 +115,7 @@ class PhaseTimer:
 
 def instrument(timer: PhaseTimer) -> None:
     """Wrap commit_batch's collaborators (and FindCoordinator) with ``timer``."""
-    for module in (commit_module, lingering_module):
+    for module in (commit_module, lingering_module, abandoned_module):
         for name in PHASES:
             func = getattr(module, name, None)
             if func is not None:

@@ -1,6 +1,6 @@
 """The versions of the durable formats: what one run leaves for a later run to read.
 
-The package keeps four kinds of records outside the process that wrote them, and a later
+The package keeps five kinds of records outside the process that wrote them, and a later
 run — possibly of another version of the package — reads them back
 (``docs/design.md``, "Durable formats"):
 
@@ -11,6 +11,8 @@ run — possibly of another version of the package — reads them back
   task commits in its transaction, group ``{prefix}{Q}-{P}``; version in ``"w"``;
 * the **claim** of an idempotent batch write (:mod:`~pyspark_kafka_txn.writer.idempotent`):
   offset metadata of the group ``{prefix}{Q}-writer``; version in ``"f"``;
+* the **liveness lease** of a query (:mod:`~pyspark_kafka_txn.writer.liveness`): offset
+  metadata of the group ``{prefix}{Q}-alive``; version in ``"f"``;
 * the **reader offsets** in Spark's checkpoint (:mod:`~pyspark_kafka_txn.offsets`):
   version 1 is Spark's own shape, which ``format("kafka")`` also reads, and has no
   version key; any later version carries ``"@format"``.
@@ -40,6 +42,7 @@ __all__ = [
     "BATCH_MARKER",
     "CLAIM",
     "DECISION_RECORD",
+    "LIVENESS_LEASE",
     "READER_OFFSETS",
     "DurableFormat",
     "version_field",
@@ -155,6 +158,8 @@ DECISION_RECORD = DurableFormat("decision record", 1)
 BATCH_MARKER = DurableFormat("batch marker", 1)
 #: The claim of an idempotent batch write (``writer/idempotent.py``): ``"f"``.
 CLAIM = DurableFormat("idempotent-write claim", 1)
+#: A query's liveness lease (``writer/liveness.py``): ``"f"``.
+LIVENESS_LEASE = DurableFormat("liveness lease", 1)
 #: The streaming reader's offsets in Spark's checkpoint (``offsets.py``): version 1 is
 #: Spark's own shape (also read and written by ``format("kafka")``) with no version key;
 #: a later version adds ``"@format"``.

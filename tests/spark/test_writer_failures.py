@@ -9,7 +9,7 @@ check could fail.
 from __future__ import annotations
 
 import re
-import threading
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -20,13 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
-from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import (
-    PreparedTransaction,
-)
-from pyspark_kafka_txn.writer.decision import Handle, read_decision, write_decision
-from pyspark_kafka_txn.writer.lingering import abort_open_transaction
+from pyspark_kafka_txn.writer.liveness import renew_lease
 from tests.spark.writer_kit import (
     assert_exactly_once,
     completes,
@@ -200,12 +195,16 @@ def test_replay_of_a_committed_batch_missing_from_the_commit_log_writes_nothing(
 def test_lingering_transaction_of_an_old_query_is_aborted(
     spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
 ) -> None:
-    """A query restarted with a new checkpoint: the old id's open transaction is ended."""
+    """A query restarted with a new checkpoint: the old id's open transaction is ended once
+    the old query's liveness lease has lapsed (it renews no more)."""
     bs, source, sink, expected = _topics(kafka, "l")
-    prefix = fresh_prefix("f")
+    prefix, old = fresh_prefix("f"), str(uuid.uuid4())
+    with ClusterClient(bs) as cluster:  # the old query's last renewal, 10 minutes ago
+        renewed_ms = int(time.time() * 1000) - 600_000
+        renew_lease(cluster, prefix, old, (sink, 0), 60_000, now_ms=renewed_ms)
     # Open for up to 15 minutes (Kafka's default transaction.max.timeout.ms): only the
     # writer's clean-up can end it within the test, not the broker's timeout.
-    leave_open(bs, f"{prefix}{uuid.uuid4()}-0", sink, 1, [b"left-open"], timeout_ms=900_000)
+    leave_open(bs, f"{prefix}{old}-0", sink, 1, [b"left-open"], timeout_ms=900_000)
     assert pinned_partitions(bs, sink, 2)
 
     start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")
@@ -213,48 +212,3 @@ def test_lingering_transaction_of_an_old_query_is_aborted(
     completes(query)
     assert_exactly_once(bs, sink, 2, expected)  # and never "left-open"
     assert b"left-open" in _output(bs, sink, "read_uncommitted")
-
-
-def test_second_live_query_on_the_prefix_is_reported_not_fenced(
-    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
-) -> None:
-    """Another query commits batches under the prefix: an error names both query ids."""
-    bs, source, sink, expected = _topics(kafka, "c")
-    prefix, other = fresh_prefix("f"), str(uuid.uuid4())
-    tid = f"{prefix}{other}-0"
-    leave_open(bs, tid, sink, 0, [b"other-query"])
-    described = open_transactions(bs, tid)[tid]
-    stop = threading.Event()
-
-    def other_query_commits() -> None:
-        # The other query's driver recording a decision for each of its batches.
-        handle = Handle(
-            0, PreparedTransaction(tid, described.producer_id, described.producer_epoch, 2)
-        )
-        with ClusterClient(bs) as cluster:
-            batch = 0
-            while not stop.wait(0.3):
-                previous = read_decision(cluster, prefix, other, batch=batch)
-                write_decision(cluster, prefix, other, batch, {0: handle}, (sink, 0), previous)
-                batch += 1
-
-    thread = threading.Thread(target=other_query_commits, daemon=True)
-    thread.start()
-    try:
-        query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk")()
-        error = _fails(query, "Another live query")
-    finally:
-        stop.set()
-        thread.join(30)
-    assert "Another live query" in error and other in error and query.id in error, error
-    # The other query's transaction was left alone (it pins the LSO of sink partition 0).
-    with ClusterClient(bs) as cluster:
-        still = describe_transactions(cluster, [tid])[tid]
-        assert still is not None and still.state == "Ongoing"
-        assert (still.producer_id, still.producer_epoch) == (
-            described.producer_id,
-            described.producer_epoch,
-        )
-        abort_open_transaction(cluster, open_transactions(bs, tid)[tid])
-    assert_nothing_open(bs, sink, 2)
-    assert _output(bs, sink) == expected  # its own batch was committed before the check

@@ -37,6 +37,10 @@ APP_QUERY = "app-831a4245-cd5d-5eb1-b9a1-649bfb6547a1"
 CLAIM_RUN = "13dcf27eaa7a4eb2a7371c2ec51ab022"
 CLAIM = '{"f":1,"r":"13dcf27eaa7a4eb2a7371c2ec51ab022","v":3,"t":1795733262538}'
 
+#: Group ``{prefix}{QUERY}-alive``: the liveness lease, renewed at ``t`` with a lease of
+#: 60 s (offset 0; captured on 2026-11-29 from ``renew_lease`` of commit after 370eb47).
+LEASE = '{"f":1,"t":1795733262600,"l":60000}'
+
 #: The reader's end offset of a query's first micro-batch, with its recorded start.
 OFFSETS_FIRST = (
     '{"kafka-txn-orders": {"0": 25, "1": 34}, "@origin": {"kafka-txn-orders": {"0": 0, "1": 0}}}'

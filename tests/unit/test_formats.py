@@ -22,6 +22,7 @@ from pyspark_kafka_txn.formats import (
     BATCH_MARKER,
     CLAIM,
     DECISION_RECORD,
+    LIVENESS_LEASE,
     READER_OFFSETS,
     DurableFormat,
 )
@@ -32,6 +33,7 @@ from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.common import check_marker, marker_metadata
 from pyspark_kafka_txn.writer.decision import Handle, Header, decode_handles, parse_header
 from pyspark_kafka_txn.writer.idempotent import Claim, parse_claim
+from pyspark_kafka_txn.writer.liveness import Lease, parse_lease
 from tests.support import durable_formats as v1
 
 PREFIX = "fixture-"
@@ -54,12 +56,8 @@ FOREIGN = ["", "not json", "[1, 2]", '"f"', '{"x": 1}', '{"f": "2"}', '{"f": tru
 
 def test_every_format_is_at_version_1() -> None:
     # Changing one needs records of the new version in tests/support/durable_formats.py.
-    assert [f.current for f in (DECISION_RECORD, BATCH_MARKER, CLAIM, READER_OFFSETS)] == [
-        1,
-        1,
-        1,
-        1,
-    ]
+    formats = (DECISION_RECORD, BATCH_MARKER, CLAIM, LIVENESS_LEASE, READER_OFFSETS)
+    assert [f.current for f in formats] == [1, 1, 1, 1, 1]
 
 
 # -- decision record --------------------------------------------------------------------
@@ -169,6 +167,26 @@ def test_claim_of_a_newer_format_is_refused() -> None:
 @pytest.mark.parametrize("metadata", [*FOREIGN, None])
 def test_metadata_that_is_no_claim_is_ignored(metadata: str | None) -> None:
     assert parse_claim(metadata, (v1.TOPIC, 0), "of app") is None
+
+
+# -- liveness lease ---------------------------------------------------------------------
+
+
+def test_lease_of_format_1_is_read() -> None:
+    anchor = (v1.TOPIC, 0)
+    assert parse_lease(v1.LEASE, anchor, "of query") == Lease(1795733262600, 60000, anchor)
+
+
+def test_lease_of_a_newer_format_is_refused() -> None:
+    newer = v1.LEASE.replace('"f":1', '"f":2')
+    with pytest.raises(FormatVersionError, match=_newer("liveness lease")) as caught:
+        parse_lease(newer, (v1.TOPIC, 0), f"of query {v1.QUERY}")
+    assert v1.QUERY in str(caught.value)
+
+
+@pytest.mark.parametrize("metadata", [*FOREIGN, None, '{"f":1,"t":5}'])
+def test_metadata_that_is_no_lease_is_ignored(metadata: str | None) -> None:
+    assert parse_lease(metadata, (v1.TOPIC, 0), "of query") is None
 
 
 # -- reader offsets ---------------------------------------------------------------------

@@ -354,8 +354,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lingeringTransactionTimeout",
         "writer",
-        "A transaction under the prefix left open this long by another query id is aborted "
-        "at commit time.",
+        "The query's liveness lease: its tasks and commits renew it while it writes; once "
+        "this long passes without a renewal, the query counts as gone and another query's "
+        "commit ends its open transactions. Also how long another query's transaction is "
+        "open before this query's commit looks at that query's lease.",
         DURATION,
         "60s",
         "lingering_timeout_ms",

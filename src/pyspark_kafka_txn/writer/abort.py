@@ -15,6 +15,8 @@ driver, abort(messages, B)"):
    transactions nowhere for a moment, without an error, and one taken for ended there
    would pin the LSO of its partitions until its timeout.
 
+While it runs, ``abort()`` renews the query's liveness lease (:mod:`.liveness`).
+
 This module owns the driver's abort only; the commit is :mod:`.commit`, finding and
 aborting open transactions is :mod:`.lingering`.
 """
@@ -40,6 +42,7 @@ from pyspark_kafka_txn.writer.lingering import (
     describe_unlisted,
     wait_for_open_transactions,
 )
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper
 from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
 
 __all__ = ["abort_batch", "abort_fresh"]
@@ -86,7 +89,11 @@ def abort_batch(
     if query_id is None:
         return  # a streaming batch none of whose tasks returned: its replay re-inits the ids
     prefix = options.transactional_id_prefix
-    with acl_hints(options), connect(options) as cluster:
+    with (
+        acl_hints(options),
+        connect(options) as cluster,
+        LeaseKeeper(lambda: connect(options), prefix, query_id, options.lingering_timeout_ms),
+    ):
         if options.exactly_once:
             decision = read_decision(cluster, prefix, query_id, batch=batch)
             if decision is not None and decision.stands_for(batch):

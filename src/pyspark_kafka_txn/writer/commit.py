@@ -31,9 +31,13 @@ Then, in both delivery modes, :func:`commit_batch` waits until the batch's marke
 written (``_markers_landed``: no transaction of the batch still in PrepareCommit, and
 none merely missing from ListTransactions, as the ids of a moving coordinator are), so
 that when ``commit()`` returns the whole batch is visible; the transactions still open
-under the prefix, as last listed, that the batch does not hold are dealt with by
-:mod:`.lingering`: this query's leftovers (:func:`~.lingering.abort_leftovers`), other
-query ids' lingering ones (:func:`~.lingering.abort_lingering`).
+under this query's id, as last listed, that the batch does not hold are aborted
+(:func:`~.lingering.abort_leftovers`), and the transactions of other queries that are gone
+are ended (:mod:`.abandoned`). A failure of these clean-up steps is a warning: the batch is
+committed, and an error would have a batch write retried and written twice.
+
+The driver's commit renews the query's liveness lease (:mod:`.liveness`) when it starts
+and while it runs, so that no other query takes it for gone.
 
 An idempotent batch write (``txnAppId``, :mod:`.idempotent`) commits the same way, its
 application's query id and version standing for the query id and batch; before step 1
@@ -60,6 +64,7 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.writer.abandoned import end_abandoned
 from pyspark_kafka_txn.writer.abort import abort_fresh
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
@@ -76,17 +81,17 @@ from pyspark_kafka_txn.writer.decision import (
     write_decision,
 )
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held, hold_claim
-from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.ids import query_prefix, transactional_id
 from pyspark_kafka_txn.writer.lingering import (
     LISTED_STATES,
     OpenTransaction,
     PrefixListing,
     abort_leftovers,
-    abort_lingering,
     describe_unlisted,
-    find_open_transactions,
+    list_prefix,
     wait_for_listing,
 )
+from pyspark_kafka_txn.writer.liveness import kept_alive
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 
@@ -121,26 +126,40 @@ def commit_batch(
         return
     query_id = present[0].query_id
     prefix = options.transactional_id_prefix
+    anchor = next((m.anchor for m in present if m.anchor is not None), None)
     started = time.monotonic()
-    with acl_hints(options), connect(options) as cluster:
+    with (
+        acl_hints(options),
+        connect(options) as cluster,
+        kept_alive(
+            cluster,
+            lambda: connect(options),
+            prefix,
+            query_id,
+            options.lingering_timeout_ms,
+            anchor,
+        ),
+    ):
         if app is not None:
-            anchor = next((m.anchor for m in present if m.anchor is not None), None)
             hold_claim(cluster, prefix, app, anchor)
         decided = (
             _decide_and_commit(cluster, prefix, query_id, batch, present, len(messages))
             if options.exactly_once
             else {}  # at least once: each task committed its own transaction
         )
-        still_open = _markers_landed(cluster, prefix, query_id, decided)
-        if app is None or claim_held(cluster, prefix, app):
-            abort_leftovers(cluster, prefix, query_id, decided, still_open)
-        else:
+        try:
+            _clean_up(cluster, options, query_id, decided, app)
+        except KafkaTxnError as exc:
+            # The batch is committed: an error now would have a batch write retried (and
+            # written twice) or a streaming query restarted for nothing.
             logger.warning(
-                "%s committed; another run of the same txnAppId started meanwhile: its "
-                "transactions are left alone",
-                app,
+                "batch %d of %s is committed (do not write it again); the clean-up after the "
+                "commit failed, the brokers' transaction timeouts or the next commit finish "
+                "it: %s",
+                batch,
+                f"{prefix}{query_id}",
+                exc,
             )
-        abort_lingering(cluster, options, query_id, still_open)
     logger.info(
         "batch %d of %s committed: %d rows from %d tasks in %.0f ms",
         batch,
@@ -149,6 +168,28 @@ def commit_batch(
         len(present),
         (time.monotonic() - started) * 1000,
     )
+
+
+def _clean_up(
+    cluster: ClusterClient,
+    options: WriterOptions,
+    query_id: str,
+    decided: dict[int, Handle],
+    app: AppWrite | None,
+) -> None:
+    """After the commit: wait for the batch's markers, abort this query's leftovers, end
+    the transactions of other queries that are gone (:mod:`.abandoned`)."""
+    prefix = options.transactional_id_prefix
+    still_open = _markers_landed(cluster, prefix, query_id, decided)
+    if app is None or claim_held(cluster, prefix, app):
+        abort_leftovers(cluster, prefix, query_id, decided, still_open)
+    else:
+        logger.warning(
+            "%s committed; another run of the same txnAppId started meanwhile: its "
+            "transactions are left alone",
+            app,
+        )
+    end_abandoned(cluster, options, query_id)
 
 
 def _decide_and_commit(
@@ -434,8 +475,8 @@ def _markers_landed(
 
     EndTxn answers once the coordinator has decided (PrepareCommit); the markers reach the
     partitions just after. Waiting for them makes ``commit()``'s return mean "every row of
-    the batch is visible to read_committed consumers". Returns the open transactions under
-    the prefix, listed once the batch's have landed.
+    the batch is visible to read_committed consumers". Returns this query's open
+    transactions, listed once the batch's have landed.
 
     Each poll is one ListTransactions round in every state (:data:`LISTED_STATES`) for the
     batch's producer ids only (the response holds the batch's transactions, not every
@@ -464,7 +505,8 @@ def _markers_landed(
     if ours:
         producers = sorted({h.transaction.producer_id for h in decided.values()})
         wait_for_listing(cluster, prefix, completing, "commit markers of", LISTED_STATES, producers)
-    return find_open_transactions(cluster, prefix)
+    # This query's own transactions only: the neighbours' are none of its business here.
+    return list_prefix(cluster, query_prefix(prefix, query_id)).open
 
 
 def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:

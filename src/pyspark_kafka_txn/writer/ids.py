@@ -5,7 +5,7 @@ One Spark partition ``P`` of query ``Q`` writes with ``transactional.id =
 fenced by the epoch bump of its ``InitProducerId``. Its batch marker is a transactional
 offset commit to the group of the same name; the driver's decision record lives in the
 groups ``{prefix}{Q}-decision`` (header) and ``{prefix}{Q}-decision-{slot}-{k}`` (chunks,
-see ``decision.py``). Every
+see ``decision.py``); its liveness lease in ``{prefix}{Q}-alive`` (``liveness.py``). Every
 id the writer uses starts with the prefix: one PREFIXED ACL on TransactionalId and Group
 covers them.
 
@@ -25,14 +25,17 @@ import uuid
 __all__ = [
     "app_query_id",
     "decision_group",
+    "lease_group",
     "partition_of",
     "query_of",
+    "query_prefix",
     "transactional_id",
     "writer_group",
 ]
 
 _DECISION = "decision"
 _WRITER = "writer"
+_LEASE = "alive"
 # Spark's query ids, our batch-job ids and application ids: a UUID, optionally behind "job-"
 # or "app-". Being strict keeps ids of a longer prefix ("a-b-…" seen under prefix "a-")
 # from looking like ours.
@@ -66,9 +69,19 @@ def transactional_id(prefix: str, query_id: str, partition: int) -> str:
     return f"{prefix}{query_id}-{partition}"
 
 
+def query_prefix(prefix: str, query_id: str) -> str:
+    """``{prefix}{query_id}-``: what every transactional id of the query starts with."""
+    return f"{prefix}{query_id}-"
+
+
 def decision_group(prefix: str, query_id: str) -> str:
     """Group holding the header of the query's last commit decision."""
     return f"{prefix}{query_id}-{_DECISION}"
+
+
+def lease_group(prefix: str, query_id: str) -> str:
+    """Group holding the query's liveness lease (:mod:`.liveness`)."""
+    return f"{prefix}{query_id}-{_LEASE}"
 
 
 def _parse(prefix: str, transactional_id: str) -> tuple[str, int] | None:

@@ -20,15 +20,13 @@ The mechanism (also the CLI's ``kafka-txn transactions list|abort``):
   those the caller waits for is left (:func:`wait_for_listing` when the caller also needs
   the ids listed in a completed state, :func:`list_prefix`).
 
-The policy, run by the driver once a batch is committed (``docs/design.md``,
-"Transactions left open by earlier runs and other query ids"):
+The policy for this query's own, run by the driver once a batch is committed
+(``docs/design.md``, "Transactions left open by earlier runs and other query ids"):
 
 * :func:`abort_leftovers`: this query's transactions that the committed batch does not
   hold (an earlier run's, in a partition the replay no longer has, or an attempt Spark
-  gave up on) are aborted at once;
-* :func:`abort_lingering`: those of *other* query ids are aborted once open for
-  ``lingeringTransactionTimeout``; a second live query on the prefix is reported with
-  :class:`~pyspark_kafka_txn.errors.ConcurrentQueryError`, never fenced.
+  gave up on) are aborted at once. Those of *other* query ids are :mod:`.abandoned`'s:
+  ended only once their query's liveness lease lapsed.
 
 Identity of a transaction: transactional id, producer id and start time. With transaction
 version 1 a live producer keeps its epoch across transactions, so the start time is what
@@ -60,15 +58,12 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
 from pyspark_kafka_txn.errors import (
     BrokerError,
-    ConcurrentQueryError,
     KafkaConnectionError,
     KafkaTxnError,
     TransactionError,
 )
-from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES
-from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import partition_of, query_of
 
 __all__ = [
@@ -77,7 +72,6 @@ __all__ = [
     "PrefixListing",
     "TransactionNotAbortedError",
     "abort_leftovers",
-    "abort_lingering",
     "abort_open_transaction",
     "describe_unlisted",
     "find_open_transactions",
@@ -106,8 +100,6 @@ _POLL_MAX_S = 0.5
 #: 5 ms (markers usually land within milliseconds of the EndTxn), doubling to 200 ms.
 _LISTING_MIN_S = 0.005
 _LISTING_MAX_S = 0.2
-#: How often a younger transaction of another query is looked at again.
-_WATCH_S = 0.2
 
 #: Every state ListTransactions lists (Kafka never lists Dead ones): a listing in all of
 #: them shows a completed transaction as CompleteCommit / CompleteAbort (or its id as Empty,
@@ -540,70 +532,3 @@ def abort_leftovers(
             txn.state,
         )
         abort_open_transaction(cluster, txn)
-
-
-def abort_lingering(
-    cluster: ClusterClient,
-    options: WriterOptions,
-    query_id: str,
-    still_open: Sequence[OpenTransaction],
-) -> None:
-    """Abort transactions other query ids left open under the prefix; report live ones.
-
-    A transaction under ``transactionalIdPrefix`` that belongs to another query id and
-    has been open for ``lingeringTransactionTimeout`` is left over by a query that is
-    gone (e.g. restarted with a new checkpoint): it pins the LSO of its partitions, so it
-    is aborted. A younger one is watched until it is that old (then aborted) or until its
-    query records a new commit decision — a second *live* query on the same prefix, which
-    is reported with :class:`ConcurrentQueryError`, never fenced.
-
-    ``still_open`` is :func:`find_open_transactions` under the prefix, listed after the
-    batch was committed.
-    """
-    prefix = options.transactional_id_prefix
-    foreign = [
-        t for t in still_open if query_of(prefix, t.transactional_id) not in (None, query_id)
-    ]
-    if not foreign:
-        return
-    limit = options.lingering_timeout_ms
-    decided: dict[str, Decision | None] = {}
-    for txn in foreign:
-        other = query_of(prefix, txn.transactional_id)
-        assert other is not None
-        if other not in decided:
-            decided[other] = read_decision(cluster, prefix, other, batch=-1)
-    deadline = time.monotonic() + limit / 1000 + 5
-    pending: list[OpenTransaction] = list(foreign)
-    while pending:
-        still: list[OpenTransaction] = []
-        for txn in pending:
-            other = query_of(prefix, txn.transactional_id)
-            assert other is not None
-            if txn.age_ms() >= limit:
-                logger.warning(
-                    "aborting lingering transaction %s (producer %d, epoch %d, open %d ms, "
-                    "state %s) left by query %s",
-                    txn.transactional_id,
-                    txn.producer_id,
-                    txn.producer_epoch,
-                    txn.age_ms(),
-                    txn.state,
-                    other,
-                )
-                abort_open_transaction(cluster, txn)
-                continue
-            now = read_decision(cluster, prefix, other, batch=-1)
-            before = decided[other]
-            if now is not None and (before is None or now.time_ms != before.time_ms):
-                raise ConcurrentQueryError(
-                    f"Another live query ({other}) writes with transactionalIdPrefix "
-                    f"'{prefix}' besides this one ({query_id}): give each query its own "
-                    "'transactionalIdPrefix' (transactions of the other query are left alone)"
-                )
-            still.append(txn)
-        pending = still
-        if pending:
-            if time.monotonic() > deadline:  # pragma: no cover - bounded by the age check
-                break
-            time.sleep(_WATCH_S)

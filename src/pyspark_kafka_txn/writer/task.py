@@ -62,6 +62,7 @@ from pyspark_kafka_txn.writer.common import (
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, check_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper, renew_lease
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, Kind, TaskMessage
 
 __all__ = ["TaskIdentity", "write_task"]
@@ -126,35 +127,61 @@ def write_task(
     """
     if app is not None and app.skip:
         return _message(who, COMMITTED)
-    tid = transactional_id(options.transactional_id_prefix, who.query_id, who.partition)
-    # The first rows before anything else (step 3): no rows, no InitProducerId.
-    first = _first_rows(batches)
-    with acl_hints(options), connect(options) as cluster:
-        if options.exactly_once:
-            replay = _replayed(cluster, options, who, tid)
-            if replay is not None:
-                return replay
-        if first is None:
-            logger.debug("%s: no rows in batch %d: transactional id not claimed", tid, who.batch)
-            return _message(who, EMPTY)
-        if app is not None:
-            where = f"in Spark partition {who.partition} before writing (nothing written)"
-            check_claim(cluster, options.transactional_id_prefix, app, where)
-        opened_ms = int(time.time() * 1000)
-        producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
-        producer.init_transactions()
-        producer.begin_transaction()
-        try:
-            rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
-            if not options.exactly_once:
-                producer.commit_transaction()
-                return _message(who, COMMITTED, rows=rows)
-            marker = marker_metadata(who.batch, rows)
-            producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
-            prepared = producer.prepare()
-        except BaseException:
-            _abort_quietly(producer, tid)
-            raise
+    prefix = options.transactional_id_prefix
+    tid = transactional_id(prefix, who.query_id, who.partition)
+    lease_ms = options.lingering_timeout_ms
+    anchor = (options.topic, 0) if options.topic is not None else None
+    # The task renews its query's lease while it runs, even before its first rows: the
+    # transactions its batch's other tasks prepared stay open meanwhile (see .liveness).
+    with LeaseKeeper(lambda: connect(options), prefix, who.query_id, lease_ms, anchor) as keeper:
+        # The first rows before anything else (step 3): no rows, no InitProducerId.
+        first = _first_rows(batches)
+        with acl_hints(options), connect(options) as cluster:
+            if options.exactly_once:
+                replay = _replayed(cluster, options, who, tid)
+                if replay is not None:
+                    return replay
+            if first is None:
+                logger.debug(
+                    "%s: no rows in batch %d: transactional id not claimed", tid, who.batch
+                )
+                return _message(who, EMPTY)
+            if app is not None:
+                where = f"in Spark partition {who.partition} before writing (nothing written)"
+                check_claim(cluster, prefix, app, where)
+            anchor = anchor or _first_anchor(first)
+            if anchor is not None:  # else no row has a topic: _produce refuses them
+                # Before the transaction opens: none is ever open without a renewal first.
+                renew_lease(cluster, prefix, who.query_id, anchor, lease_ms)
+                keeper.anchor_at(anchor)
+            return _write_rows(cluster, options, who, tid, timeout_ms, first, batches)
+
+
+def _write_rows(
+    cluster: ClusterClient,
+    options: WriterOptions,
+    who: TaskIdentity,
+    tid: str,
+    timeout_ms: int,
+    first: pa.RecordBatch,
+    batches: Iterator[pa.RecordBatch],
+) -> TaskMessage:
+    """InitProducerId, produce every row, add the batch marker and prepare (step 3)."""
+    opened_ms = int(time.time() * 1000)
+    producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    try:
+        rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
+        if not options.exactly_once:
+            producer.commit_transaction()
+            return _message(who, COMMITTED, rows=rows)
+        marker = marker_metadata(who.batch, rows)
+        producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
+        prepared = producer.prepare()
+    except BaseException:
+        _abort_quietly(producer, tid)
+        raise
     handle = Handle(who.partition, prepared)
     logger.info("%s prepared batch %d: %d rows (%s)", tid, who.batch, rows, handle)
     return _message(
@@ -165,6 +192,15 @@ def write_task(
         anchor=anchor,
         commit_by_ms=None if producer.two_phase_commit else commit_by(opened_ms, timeout_ms),
     )
+
+
+def _first_anchor(first: pa.RecordBatch) -> tuple[str, int] | None:
+    """Partition 0 of the first row's topic (column ``topic``), or None if it has none."""
+    index = first.schema.get_field_index("topic")
+    if index < 0:
+        return None
+    topics = first.column(index).drop_null()
+    return (str(topics[0].as_py()), 0) if len(topics) else None
 
 
 def _message(

@@ -1,0 +1,314 @@
+"""A query's liveness lease: the evidence that tells a live query from an abandoned one.
+
+Many queries, batch writes and applications write to one cluster under the same
+``transactionalIdPrefix`` (by default every one of them). A transaction that another query
+left open pins the Last Stable Offset of its partitions, so it must end when its query is
+gone (restarted with a new checkpoint, killed and never restarted, deleted) — and never
+while that query lives, however long its micro-batch takes. The age of a transaction tells
+neither: the evidence is a **lease** that the query renews while it has a transaction open.
+
+Storage, beside the decision record: the offset metadata of the group
+``{prefix}{Q}-alive`` (:func:`~.ids.lease_group`), committed for an output partition (the
+*anchor*, as Kafka requires an existing partition), offset 0. Its metadata is
+``{"f": 1, "t": renewed, "l": lease}``: the writer's wall clock (ms since the epoch) at the
+renewal and how long, from then, the query promises to renew again
+(``lingeringTransactionTimeout`` of the query that renews). ``"f"`` is the format
+(:data:`~pyspark_kafka_txn.formats.LIVENESS_LEASE`).
+
+Who renews (each renewal is one OffsetCommit to the group's coordinator):
+
+* every write task, once before it opens its transaction (after its first rows, before
+  InitProducerId), then every quarter of the lease while ``write()`` runs — so a task that
+  is slow, even before its first rows, keeps its whole micro-batch alive;
+* the driver's ``commit()`` and ``abort()``, once at their start, then every quarter of the
+  lease while they run.
+
+A transaction of the query is never open without a renewal before it, and between the last
+task's end and the driver's ``commit()`` passes only Spark's scheduling of the commit. A
+query whose lease is older than its promise (``now - t > l``) has no task writing and no
+``commit()`` running: it is gone, and another query's commit may end its transactions
+(:mod:`.abandoned`). The clocks of the Spark drivers and executors are compared, so they
+must agree to well within the lease (NTP does; the default lease is a minute).
+
+The periodic renewals run in a daemon thread with a client of their own (the protocol
+client is not thread-safe), opened only when the first one is due: a task or commit shorter
+than a quarter of the lease opens no second connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+
+from pyspark_kafka_txn.client.admin import commit_offsets, fetch_offsets
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.errors import KafkaTxnError
+from pyspark_kafka_txn.formats import LIVENESS_LEASE
+from pyspark_kafka_txn.writer.ids import lease_group
+
+__all__ = [
+    "Lease",
+    "LeaseKeeper",
+    "kept_alive",
+    "parse_lease",
+    "read_lease",
+    "renew_every_s",
+    "renew_lease",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The shortest time between two renewals of one keeper.
+_MIN_RENEW_S = 0.25
+#: How long the end of a ``with`` block waits for a renewal in flight.
+_JOIN_S = 1.0
+
+
+def renew_every_s(lease_ms: int) -> float:
+    """Seconds between renewals for a lease of ``lease_ms``: a quarter of it (at least
+    :data:`_MIN_RENEW_S`), so that three renewals in a row can be late before it lapses."""
+    return max(_MIN_RENEW_S, lease_ms / 4000)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A query's last renewal, as read back.
+
+    Attributes
+    ----------
+    renewed_ms
+        The renewing writer's wall clock at the renewal (ms since the epoch).
+    lease_ms
+        How long after ``renewed_ms`` the query promised to renew again.
+    anchor
+        The partition the lease is committed for.
+    """
+
+    renewed_ms: int
+    lease_ms: int
+    anchor: tuple[str, int]
+
+    def lapsed(self, now_ms: int | None = None) -> bool:
+        """Whether the query broke its promise: no renewal for longer than its lease.
+
+        Parameters
+        ----------
+        now_ms
+            Current time in ms since the epoch (default: this machine's clock).
+
+        Returns
+        -------
+        bool
+            ``now_ms - renewed_ms > lease_ms``.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now - self.renewed_ms > self.lease_ms
+
+
+def parse_lease(metadata: str | None, anchor: tuple[str, int], whose: str) -> Lease | None:
+    """Decode the metadata of a lease group's entry; None if it is not a lease of ours.
+
+    Parameters
+    ----------
+    metadata
+        The committed offset's metadata.
+    anchor
+        The partition it was committed for.
+    whose
+        Names the record in an error ("of query Q (group G)").
+
+    Returns
+    -------
+    Lease or None
+        None for empty metadata, metadata that is not JSON, JSON that is not an object
+        with an integer ``"f"``, or one that lacks a field.
+
+    Raises
+    ------
+    FormatVersionError
+        If ``"f"`` is a format this package does not read (a newer one wrote it).
+    """
+    fields = LIVENESS_LEASE.decode(metadata, "f", whose)
+    if fields is None:
+        return None
+    try:
+        return Lease(int(fields["t"]), int(fields["l"]), anchor)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def read_lease(cluster: ClusterClient, prefix: str, query_id: str) -> Lease | None:
+    """The query's latest renewal, or None if it never renewed a lease (a query of a
+    package without leases, or one that opened no transaction).
+
+    Raises
+    ------
+    FormatVersionError
+        If a lease has a format this package does not read (a newer one wrote it).
+    KafkaTxnError
+        If the group's coordinator cannot be reached (after the client's retries).
+    """
+    group = lease_group(prefix, query_id)
+    entries = fetch_offsets(cluster, group, None, require_stable=False)
+    best: Lease | None = None
+    for tp, committed in entries.items():
+        if committed.offset < 0:
+            continue
+        lease = parse_lease(committed.metadata, tp, f"of query {query_id} (group {group})")
+        if lease is not None and (best is None or lease.renewed_ms > best.renewed_ms):
+            best = lease
+    return best
+
+
+def renew_lease(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    anchor: tuple[str, int] | None,
+    lease_ms: int,
+    *,
+    now_ms: int | None = None,
+) -> bool:
+    """Record that the query lives now and renews again within ``lease_ms``.
+
+    Parameters
+    ----------
+    anchor
+        An existing output partition to commit the lease for; None: the partition of the
+        lease already recorded (if there is none, nothing is renewed).
+    now_ms
+        The renewal time to record (default: this machine's clock; tests give an older one
+        to stand for a query that stopped renewing).
+
+    Returns
+    -------
+    bool
+        Whether a renewal was recorded (False: no partition to record it for).
+
+    Raises
+    ------
+    KafkaTxnError
+        If the group's coordinator cannot be reached or refuses (after the client's
+        retries).
+    """
+    if anchor is None:
+        recorded = read_lease(cluster, prefix, query_id)
+        if recorded is None:
+            return False
+        anchor = recorded.anchor
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    text = json.dumps({"f": LIVENESS_LEASE.current, "t": now, "l": lease_ms}, separators=(",", ":"))
+    commit_offsets(cluster, lease_group(prefix, query_id), {anchor: (0, text)})
+    return True
+
+
+@contextmanager
+def kept_alive(
+    cluster: ClusterClient,
+    connect: Callable[[], ClusterClient],
+    prefix: str,
+    query_id: str,
+    lease_ms: int,
+    anchor: tuple[str, int] | None,
+) -> Iterator[LeaseKeeper]:
+    """Renew the lease now (with ``cluster``), then every quarter of it in a
+    :class:`LeaseKeeper` until the block ends."""
+    renew_lease(cluster, prefix, query_id, anchor, lease_ms)
+    with LeaseKeeper(connect, prefix, query_id, lease_ms, anchor) as keeper:
+        yield keeper
+
+
+class LeaseKeeper:
+    """Renews a query's lease in a daemon thread while a ``with`` block runs.
+
+    Parameters
+    ----------
+    connect
+        Opens a client of the keeper's own (called at most once, when the first renewal is
+        due; closed when the block ends).
+    prefix, query_id
+        Whose lease.
+    lease_ms
+        The query's lease (``lingeringTransactionTimeout``).
+    anchor
+        The partition to renew it for; None until known (:meth:`anchor_at`): a renewal
+        due before then uses the partition of the lease already recorded, if any.
+
+    Notes
+    -----
+    A renewal that fails is logged and tried again at the next interval: a lease that
+    lapses meanwhile costs at most a loud failure of this query's commit (another query
+    ended its transactions), never a lost or doubled record.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], ClusterClient],
+        prefix: str,
+        query_id: str,
+        lease_ms: int,
+        anchor: tuple[str, int] | None = None,
+    ) -> None:
+        self._connect = connect
+        self._prefix = prefix
+        self._query_id = query_id
+        self._lease_ms = lease_ms
+        self._anchor = anchor
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cluster: ClusterClient | None = None
+
+    def anchor_at(self, anchor: tuple[str, int]) -> None:
+        """Set the partition the next renewals are committed for."""
+        self._anchor = anchor
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-{self._query_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            # A renewal in flight may wait on a slow broker: the daemon thread finishes it
+            # (and closes its client) on its own rather than holding the task or commit.
+            self._thread.join(_JOIN_S)
+
+    def _run(self) -> None:
+        every = renew_every_s(self._lease_ms)
+        try:
+            while not self._stop.wait(every):
+                self._renew()
+        finally:
+            if self._cluster is not None:
+                self._cluster.close()
+
+    def _renew(self) -> None:
+        try:
+            if self._cluster is None:
+                self._cluster = self._connect()
+            cluster, prefix, query_id = self._cluster, self._prefix, self._query_id
+            if renew_lease(cluster, prefix, query_id, self._anchor, self._lease_ms):
+                logger.debug("lease of %s renewed (%d ms)", query_id, self._lease_ms)
+            else:
+                logger.debug("lease of %s: no partition known yet to renew it for", query_id)
+        except KafkaTxnError as exc:
+            logger.warning(
+                "lease of query %s not renewed (retried in %.1f s): %s",
+                self._query_id,
+                renew_every_s(self._lease_ms),
+                exc,
+            )

@@ -1,0 +1,169 @@
+"""Other queries' transactions under the same prefix: ended when their query is gone,
+never while it lives (``writer/liveness.py``, ``writer/abandoned.py``), driven without Spark.
+
+Every query here shares one ``transactionalIdPrefix`` with the query that commits, as every
+query with default options does. What tells a gone query from a live one is its liveness
+lease; the tests write each neighbour's lease with the package's own ``renew_lease`` (a
+renewal ten minutes ago stands for a query that stopped renewing) and check the outcome
+with librdkafka at read_committed and with DescribeTransactions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.writer.abandoned import end_command
+from pyspark_kafka_txn.writer.commit import commit_batch
+from pyspark_kafka_txn.writer.decision import write_decision
+from pyspark_kafka_txn.writer.ids import transactional_id
+from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
+from pyspark_kafka_txn.writer.liveness import read_lease, renew_lease
+from pyspark_kafka_txn.writer.messages import FRESH
+from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
+from tests.support.hang import wait_until
+from tests.support.lso import wait_lso_at_hwm
+from tests.support.readback import read_records
+from tests.support.target import KafkaTarget
+from tests.support.txns import leave_open, open_transactions
+from tests.support.writer_options import fresh_prefix, writer_options
+
+TIMEOUT_MS = 600_000  # no transaction here may end by the broker's timeout
+#: How long a neighbour's transaction must be open before this query's commit looks at it.
+LOOK_AFTER = "2s"
+HANG_S = 120.0
+
+
+def _rows(partition: int, tag: str, n: int = 5) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([f"{tag}-{i}".encode() for i in range(n)], pa.binary()),
+            "partition": pa.array([partition] * n, pa.int32()),
+        }
+    )
+
+
+def _visible(bootstrap: str, topic: str) -> Counter[str]:
+    records = read_records(bootstrap, topic, 2, isolation="read_committed")
+    return Counter((value or b"").decode().split("-")[0] for _, _, value, _ in records)
+
+
+def _long_ago_ms() -> int:
+    return int(time.time() * 1000) - 600_000
+
+
+def test_a_gone_query_is_ended_a_live_or_unknown_one_left_alone(
+    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four neighbours, each with a transaction open under the shared prefix:
+
+    * ``gone``: its lease lapsed, no decision → aborted;
+    * ``decided``: its lease lapsed after it decided to commit its transaction → committed
+      (as its own restart would), its rows visible;
+    * ``live``: lease renewed just now → left open, however old its transaction;
+    * ``unknown``: no lease (a writer without leases) → left open, with a warning that
+      names the query and the command that ends it.
+    """
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="aband")
+    prefix = fresh_prefix("a")
+    gone, decided, live, unknown = (str(uuid.uuid4()) for _ in range(4))
+    with ClusterClient(bs) as cluster:
+        for query in (gone, decided):
+            renew_lease(cluster, prefix, query, (topic, 0), 60_000, now_ms=_long_ago_ms())
+        renew_lease(cluster, prefix, live, (topic, 0), 600_000)
+    for query, partition in ((gone, 0), (live, 1), (unknown, 1)):
+        leave_open(
+            bs, transactional_id(prefix, query, 0), topic, partition, [query[:4].encode()],
+            timeout_ms=TIMEOUT_MS,
+        )  # fmt: skip
+    options = writer_options(bs, topic, prefix, {"lingeringTransactionTimeout": LOOK_AFTER})
+    message = write_task(
+        options, TaskIdentity(decided, 0, 0, 0), iter([_rows(0, "dec")]), TIMEOUT_MS
+    )
+    assert message.kind == FRESH and message.handle is not None and message.anchor is not None
+    with ClusterClient(bs) as cluster:
+        # ``decided`` is the one of the four that wrote its lease itself (its task did,
+        # before its transaction): make it lapse as the query's death would.
+        renew_lease(cluster, prefix, decided, (topic, 0), 60_000, now_ms=_long_ago_ms())
+        write_decision(cluster, prefix, decided, 0, {0: message.handle}, message.anchor, None)
+    neighbours = {transactional_id(prefix, q, 0) for q in (gone, decided, live, unknown)}
+    assert set(open_transactions(bs, prefix)) == neighbours
+    wait_until(
+        f"the neighbours' transactions open for {LOOK_AFTER}",
+        lambda: all(t.age_ms() > 2_500 for t in open_transactions(bs, prefix).values()),
+        HANG_S,
+    )
+
+    ours = str(uuid.uuid4())
+    mine = write_task(options, TaskIdentity(ours, 0, 1, 0), iter([_rows(0, "own")]), TIMEOUT_MS)
+    with caplog.at_level(logging.WARNING, logger="pyspark_kafka_txn"):
+        commit_batch(options, [None, mine], 0)
+
+    still = open_transactions(bs, prefix)
+    assert set(still) == {transactional_id(prefix, q, 0) for q in (live, unknown)}
+    # Partition 0 (gone, decided, ours) is readable to its end; 1 is pinned by live and unknown.
+    assert _visible(bs, topic) == Counter({"own": 5, "dec": 5})  # gone's record aborted
+    warned = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and unknown in r.getMessage()
+    ]
+    assert len(warned) == 1 and end_command(bs, prefix, unknown) in warned[0], warned
+    with ClusterClient(bs) as cluster:  # leave nothing open on the shared cluster
+        for txn in find_open_transactions(cluster, prefix):
+            abort_open_transaction(cluster, txn)
+    wait_lso_at_hwm(bs, topic, 2)
+
+
+def test_a_task_renews_its_lease_while_it_waits_for_its_first_rows(kafka: KafkaTarget) -> None:
+    """A task held upstream (no rows yet) keeps its query alive: its lease is renewed every
+    quarter of ``lingeringTransactionTimeout`` until its rows come."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="aband")
+    prefix, query = fresh_prefix("a"), str(uuid.uuid4())
+    options = writer_options(bs, topic, prefix, {"lingeringTransactionTimeout": "2s"})
+    release = threading.Event()
+
+    def held_rows() -> Iterator[pa.RecordBatch]:
+        assert release.wait(HANG_S), "never released"
+        yield _rows(0, "late")
+
+    result: list[object] = []
+    task = threading.Thread(
+        target=lambda: result.append(
+            write_task(options, TaskIdentity(query, 0, 0, 0), held_rows(), TIMEOUT_MS)
+        ),
+        daemon=True,
+    )
+    task.start()
+    renewals: set[int] = set()
+
+    def renewed_three_times() -> bool:
+        with ClusterClient(bs) as cluster:
+            lease = read_lease(cluster, prefix, query)
+        if lease is not None:
+            assert lease.lease_ms == 2_000 and not lease.lapsed()
+            renewals.add(lease.renewed_ms)
+        return len(renewals) >= 3
+
+    try:
+        wait_until("three renewals while the task waits", renewed_three_times, HANG_S)
+    finally:
+        release.set()
+        task.join(HANG_S)
+    assert len(result) == 1, result
+    message = result[0]
+    assert getattr(message, "kind", None) == FRESH
+    txn = open_transactions(bs, prefix)[transactional_id(prefix, query, 0)]
+    with ClusterClient(bs) as cluster:
+        abort_open_transaction(cluster, txn)
+    wait_lso_at_hwm(bs, topic, 2)

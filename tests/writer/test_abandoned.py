@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.embedded.faults import FaultRule
 from pyspark_kafka_txn.writer.abandoned import end_command
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import write_decision
@@ -167,3 +168,49 @@ def test_a_task_renews_its_lease_while_it_waits_for_its_first_rows(kafka: KafkaT
     with ClusterClient(bs) as cluster:
         abort_open_transaction(cluster, txn)
     wait_lso_at_hwm(bs, topic, 2)
+
+
+@pytest.mark.embedded_only("fails chosen requests")
+def test_a_failed_clean_up_after_the_commit_is_a_warning(
+    kafka: KafkaTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every ListTransactions after the EndTxns refused: ``commit_batch`` returns (the batch
+    is committed: an error would have a batch write retried and written twice) and warns
+    that the batch is committed; its rows are visible once."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="aband")
+    prefix, job = fresh_prefix("a"), f"job-{uuid.uuid4()}"
+    options = writer_options(bs, topic, prefix)
+    messages = [
+        write_task(options, TaskIdentity(job, 0, p, 0), iter([_rows(p, f"t{p}")]), TIMEOUT_MS)
+        for p in (0, 1)
+    ]
+    embedded = kafka.require_embedded()
+    # The EndTxns are held 3 s; once the first arrives (the decision is recorded), every
+    # ListTransactions from then on (the clean-up's; the check for another prefix before
+    # the decision lists too) is refused.
+    held_end = embedded.delay_requests("EndTxn", 3.0, count=2)
+    refusals: list[FaultRule] = []
+
+    def refuse_listings_once_ending() -> None:
+        wait_until("the first EndTxn", lambda: held_end.hits >= 1, HANG_S)
+        refusals.append(
+            embedded.fail_requests(
+                "ListTransactions", "CLUSTER_AUTHORIZATION_FAILED", count=1_000, after=True
+            )
+        )
+
+    arming = threading.Thread(target=refuse_listings_once_ending, daemon=True)
+    arming.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="pyspark_kafka_txn"):
+            commit_batch(options, messages, 0)
+    finally:
+        arming.join(HANG_S)
+        embedded.clear_faults()
+    (refused,) = refusals
+    assert refused.hits >= 1  # the clean-up did fail
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("is committed (do not write it again)" in w for w in warned), warned
+    wait_lso_at_hwm(bs, topic, 2)
+    assert _visible(bs, topic) == Counter({"t0": 5, "t1": 5})

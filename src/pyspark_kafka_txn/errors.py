@@ -19,8 +19,8 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
     │                                  kafkaConsumer.pollTimeoutMs
     ├── CommitFailedError              (writer) the driver could not commit every task's
     │                                  transaction of a batch; the restart rolls it forward
-    ├── ConcurrentQueryError           (writer) another live query writes under the same
-    │                                  transactionalIdPrefix
+    ├── ConcurrentQueryError           (writer) two runs of one idempotent write
+    │                                  (txnAppId) at once
     ├── FormatVersionError             a record the package keeps (decision record, batch
     │                                  marker, claim, checkpointed offsets) has a format
     │                                  this version cannot read (written by a newer one)
@@ -92,7 +92,11 @@ class CommitFailedError(KafkaTxnError):
 
 
 class ConcurrentQueryError(KafkaTxnError):
-    """Another live streaming query writes with the same ``transactionalIdPrefix``."""
+    """Two runs of one idempotent write (the same ``txnAppId`` and ``topic``) ran at once.
+
+    Queries that only share a ``transactionalIdPrefix`` never raise it: they coexist
+    (``docs/writer.md``, "Many queries on one cluster").
+    """
 
 
 class FormatVersionError(KafkaTxnError):

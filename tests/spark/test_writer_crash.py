@@ -27,7 +27,7 @@ import pytest
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.wire import OFFSET_COMMIT
 from pyspark_kafka_txn.writer.decision import read_decision
-from pyspark_kafka_txn.writer.ids import query_of
+from pyspark_kafka_txn.writer.ids import partition_of, query_of
 from pyspark_kafka_txn.writer.lingering import find_open_transactions
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import (
@@ -89,13 +89,18 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     checkpoint = str(tmp_path / "chk")
     log = tmp_path / "first.log"
 
-    # The decision record is an OffsetCommit: nothing else of the query sends one.
+    # The decision record is an OffsetCommit; so are the liveness lease's renewals (the
+    # tasks' are in a thread of their own: held, they do not hold the tasks back).
     stall = kafka.stall(OFFSET_COMMIT)
     first = start_job(
         "writer_job", log, kafka.fault_bootstrap_servers, source, sink, checkpoint, prefix, "4"
     )
     try:
-        until_alive(first, log, "an attempt to record the decision", lambda: stall.hits > 0 or None)
+        with ClusterClient(bs) as cluster:
+            until_alive(
+                first, log, "every task prepared, no decision recorded",
+                lambda: (stall.hits > 0 and _all_prepared(cluster, prefix, 4)) or None,
+            )  # fmt: skip
     finally:
         kill_everything(first)
         kafka.clear_faults()
@@ -117,3 +122,14 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     assert_exactly_once(bs, sink, 3, expected)
     with ClusterClient(bs) as cluster:
         assert find_open_transactions(cluster, prefix) == []
+
+
+def _all_prepared(cluster: ClusterClient, prefix: str, partitions: int) -> bool:
+    """Whether one query's transactions of every Spark partition are open under ``prefix``
+    and hold their batch markers (every task of the batch prepared)."""
+    prepared = [
+        t
+        for t in find_open_transactions(cluster, prefix)
+        if any(topic == "__consumer_offsets" for topic, _ in t.partitions)
+    ]
+    return len({partition_of(prefix, t.transactional_id) for t in prepared}) == partitions

@@ -91,7 +91,7 @@ from pyspark_kafka_txn.writer.lingering import (
     list_prefix,
     wait_for_listing,
 )
-from pyspark_kafka_txn.writer.liveness import kept_alive
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 
@@ -128,17 +128,11 @@ def commit_batch(
     prefix = options.transactional_id_prefix
     anchor = next((m.anchor for m in present if m.anchor is not None), None)
     started = time.monotonic()
+    lease_ms = options.lingering_timeout_ms
     with (
         acl_hints(options),
         connect(options) as cluster,
-        kept_alive(
-            cluster,
-            lambda: connect(options),
-            prefix,
-            query_id,
-            options.lingering_timeout_ms,
-            anchor,
-        ),
+        LeaseKeeper(lambda: connect(options), prefix, query_id, lease_ms, anchor),
     ):
         if app is not None:
             hold_claim(cluster, prefix, app, anchor)

@@ -15,24 +15,25 @@ renewal and how long, from then, the query promises to renew again
 (``lingeringTransactionTimeout`` of the query that renews). ``"f"`` is the format
 (:data:`~pyspark_kafka_txn.formats.LIVENESS_LEASE`).
 
-Who renews (each renewal is one OffsetCommit to the group's coordinator):
+Who renews (each renewal is one OffsetCommit to the group's coordinator), from a
+:class:`LeaseKeeper`:
 
-* every write task, once before it opens its transaction (after its first rows, before
-  InitProducerId), then every quarter of the lease while ``write()`` runs — so a task that
-  is slow, even before its first rows, keeps its whole micro-batch alive;
-* the driver's ``commit()`` and ``abort()``, once at their start, then every quarter of the
+* every write task, when ``write()`` starts and then every quarter of the lease while it
+  runs — so a task that is slow, even before its first rows, keeps its whole micro-batch
+  alive while the batch's other tasks wait prepared;
+* the driver's ``commit()`` and ``abort()``, when they start and then every quarter of the
   lease while they run.
 
-A transaction of the query is never open without a renewal before it, and between the last
-task's end and the driver's ``commit()`` passes only Spark's scheduling of the commit. A
-query whose lease is older than its promise (``now - t > l``) has no task writing and no
-``commit()`` running: it is gone, and another query's commit may end its transactions
-(:mod:`.abandoned`). The clocks of the Spark drivers and executors are compared, so they
-must agree to well within the lease (NTP does; the default lease is a minute).
+Between the last task's end and the driver's ``commit()`` passes only Spark's scheduling of
+the commit. A query whose lease is older than its promise (``now - t > l``) has no task
+writing and no ``commit()`` running: it is gone, and another query's commit may end its
+transactions (:mod:`.abandoned`), which it looks at only once they have been open for its
+own ``lingeringTransactionTimeout``: a renewal in flight when a transaction opens has that
+long to land. The clocks of the Spark drivers and executors are compared, so they must
+agree to well within the lease (NTP does; the default lease is a minute).
 
-The periodic renewals run in a daemon thread with a client of their own (the protocol
-client is not thread-safe), opened only when the first one is due: a task or commit shorter
-than a quarter of the lease opens no second connection.
+The renewals run in a daemon thread with a client of its own (the protocol client is not
+thread-safe), off the task's and the commit's critical path.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -55,7 +55,6 @@ from pyspark_kafka_txn.writer.ids import lease_group
 __all__ = [
     "Lease",
     "LeaseKeeper",
-    "kept_alive",
     "parse_lease",
     "read_lease",
     "renew_every_s",
@@ -66,8 +65,9 @@ logger = logging.getLogger(__name__)
 
 #: The shortest time between two renewals of one keeper.
 _MIN_RENEW_S = 0.25
-#: How long the end of a ``with`` block waits for a renewal in flight.
-_JOIN_S = 1.0
+#: How long the end of a ``with`` block waits for a renewal in flight (a renewal that
+#: lands after the block ended is harmless, only late).
+_JOIN_S = 5.0
 
 
 def renew_every_s(lease_ms: int) -> float:
@@ -208,37 +208,23 @@ def renew_lease(
     return True
 
 
-@contextmanager
-def kept_alive(
-    cluster: ClusterClient,
-    connect: Callable[[], ClusterClient],
-    prefix: str,
-    query_id: str,
-    lease_ms: int,
-    anchor: tuple[str, int] | None,
-) -> Iterator[LeaseKeeper]:
-    """Renew the lease now (with ``cluster``), then every quarter of it in a
-    :class:`LeaseKeeper` until the block ends."""
-    renew_lease(cluster, prefix, query_id, anchor, lease_ms)
-    with LeaseKeeper(connect, prefix, query_id, lease_ms, anchor) as keeper:
-        yield keeper
-
-
 class LeaseKeeper:
-    """Renews a query's lease in a daemon thread while a ``with`` block runs.
+    """Renews a query's lease in a daemon thread: when a ``with`` block starts, then every
+    quarter of the lease until it ends.
 
     Parameters
     ----------
     connect
-        Opens a client of the keeper's own (called at most once, when the first renewal is
-        due; closed when the block ends).
+        Opens a client of the keeper's own (called once, in the thread; closed when the
+        block ends).
     prefix, query_id
         Whose lease.
     lease_ms
         The query's lease (``lingeringTransactionTimeout``).
     anchor
         The partition to renew it for; None until known (:meth:`anchor_at`): a renewal
-        due before then uses the partition of the lease already recorded, if any.
+        due before then uses the partition of the lease already recorded, if any, and the
+        first partition known is renewed for at once.
 
     Notes
     -----
@@ -261,12 +247,17 @@ class LeaseKeeper:
         self._lease_ms = lease_ms
         self._anchor = anchor
         self._stop = threading.Event()
+        self._due = threading.Event()
+        self._renewed = False
         self._thread: threading.Thread | None = None
         self._cluster: ClusterClient | None = None
 
     def anchor_at(self, anchor: tuple[str, int]) -> None:
-        """Set the partition the next renewals are committed for."""
+        """Set the partition the next renewals are committed for (renewing at once if no
+        renewal was recorded yet)."""
         self._anchor = anchor
+        if not self._renewed:
+            self._due.set()
 
     def __enter__(self) -> LeaseKeeper:
         self._thread = threading.Thread(
@@ -282,6 +273,7 @@ class LeaseKeeper:
         tb: TracebackType | None,
     ) -> None:
         self._stop.set()
+        self._due.set()
         if self._thread is not None:
             # A renewal in flight may wait on a slow broker: the daemon thread finishes it
             # (and closes its client) on its own rather than holding the task or commit.
@@ -290,8 +282,10 @@ class LeaseKeeper:
     def _run(self) -> None:
         every = renew_every_s(self._lease_ms)
         try:
-            while not self._stop.wait(every):
+            while not self._stop.is_set():
                 self._renew()
+                self._due.wait(every)
+                self._due.clear()
         finally:
             if self._cluster is not None:
                 self._cluster.close()
@@ -302,6 +296,7 @@ class LeaseKeeper:
                 self._cluster = self._connect()
             cluster, prefix, query_id = self._cluster, self._prefix, self._query_id
             if renew_lease(cluster, prefix, query_id, self._anchor, self._lease_ms):
+                self._renewed = True
                 logger.debug("lease of %s renewed (%d ms)", query_id, self._lease_ms)
             else:
                 logger.debug("lease of %s: no partition known yet to renew it for", query_id)

@@ -62,7 +62,7 @@ from pyspark_kafka_txn.writer.common import (
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, check_claim
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.liveness import LeaseKeeper, renew_lease
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper
 from pyspark_kafka_txn.writer.messages import COMMITTED, EMPTY, FRESH, PENDING, Kind, TaskMessage
 
 __all__ = ["TaskIdentity", "write_task"]
@@ -149,11 +149,8 @@ def write_task(
             if app is not None:
                 where = f"in Spark partition {who.partition} before writing (nothing written)"
                 check_claim(cluster, prefix, app, where)
-            anchor = anchor or _first_anchor(first)
-            if anchor is not None:  # else no row has a topic: _produce refuses them
-                # Before the transaction opens: none is ever open without a renewal first.
-                renew_lease(cluster, prefix, who.query_id, anchor, lease_ms)
-                keeper.anchor_at(anchor)
+            if anchor is None and (first_anchor := _first_anchor(first)) is not None:
+                keeper.anchor_at(first_anchor)  # else no row has a topic: _produce refuses
             return _write_rows(cluster, options, who, tid, timeout_ms, first, batches)
 
 

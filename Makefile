@@ -48,20 +48,25 @@ ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/tes
 # kills in the Apache Kafka leg; the comparisons with Spark's built-in connector run in the
 # first leg, as they test what the options mean, the same in every session).
 SPARK_AGAIN := tests/spark -m 'not own_spark' $(ONCE_ONLY)
-SESSIONS_LANE := KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN) \
-  && KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN) && $(MAKE) spark-versions
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
-APACHE_LANE := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
+APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
+# Everything else against the embedded cluster; the tests that kill the Spark driver
+# (marker driver_kill) run in the Apache Kafka leg instead.
+EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
 
+# Two lanes at once (a leg keeps the machine less than half busy; each lane's output is
+# printed whole once both have ended, then every leg's time): the Spark tests in each Spark
+# mode and the smoke suite on the older PySpark releases (Spark Connect and the smoke suite
+# share its one port, so one lane), beside the other tests on the embedded cluster and the
+# Apache Kafka leg.
 test: lint kcat maven
-	# Everything, against the embedded cluster; the tests that kill the Spark driver
-	# (marker driver_kill) run in the Apache Kafka leg instead.
-	KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
-	# Then two lanes at once (a leg keeps the machine less than half busy; each lane's
-	# output is printed whole once both have ended): the other Spark sessions and the smoke
-	# suite on the older PySpark releases (both start Spark Connect, so one after the
-	# other), and the Apache Kafka leg.
-	$(PY) -m tests.support.lanes "$(SESSIONS_LANE)" "$(APACHE_LANE)"
+	$(PY) -m tests.support.lanes \
+	  --lane "spark-local=$(EMBEDDED) tests/spark" \
+	    "spark-local-cluster=KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
+	    "spark-connect=KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN)" \
+	    "spark-versions=$(MAKE) spark-versions" \
+	  --lane "embedded=$(EMBEDDED) --ignore=tests/spark" \
+	    "apache-kafka=$(APACHE_LEG)"
 
 # The Spark and writer tests against a matrix of Apache Kafka releases, node counts and
 # transaction versions (not in CI: about an hour). `make compat COMPAT="4.0.2:3:1"` runs

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+_MAX_PORT = 65535
+
 # Errors after which the coordinator must be looked up again.
 COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
@@ -48,7 +50,7 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     Raises
     ------
     ConfigError
-        If an entry has no valid port or the list is empty.
+        If an entry has no host or no port in 0..65535, or the list is empty.
     """
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out: list[tuple[str, int]] = []
@@ -57,9 +59,10 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
         if not item:
             continue
         host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or int(port) > _MAX_PORT:
             raise ConfigError(f"bootstrap.servers: {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
+        out.append((host, int(port)))
     if not out:
         raise ConfigError("bootstrap.servers is empty")
     return out

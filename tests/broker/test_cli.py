@@ -147,11 +147,8 @@ _NOT_PEM = __file__  # a readable file that is no PEM certificate
         (["--security-protocol", "SSL"], "--ssl-certfile"),
         (["--ssl-cafile", _NOT_PEM], "--ssl-cafile"),
         (["--ssl-client-auth"], "--ssl-client-auth"),
-        (
-            ["--security-protocol", "SSL", "--ssl-certfile", "/nonexistent.pem", "--ssl-keyfile",
-             _NOT_PEM],
-            "--ssl-certfile",
-        ),  # fmt: skip
+        (["--security-protocol", "SSL", "--ssl-certfile", "/no.pem", "--ssl-keyfile", _NOT_PEM],
+         "--ssl-certfile"),
         (
             ["--security-protocol", "SSL", "--ssl-certfile", _NOT_PEM, "--ssl-keyfile", _NOT_PEM],
             "--ssl-certfile/--ssl-keyfile",
@@ -164,7 +161,7 @@ _NOT_PEM = __file__  # a readable file that is no PEM certificate
         (["--initial-producer-epoch", "32767"], "--initial-producer-epoch"),
         (["--super-user", "admin"], "--super-user"),
     ],
-)
+)  # fmt: skip
 def test_broker_bad_argument_is_one_usage_line(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

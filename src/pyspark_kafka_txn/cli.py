@@ -13,6 +13,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -545,6 +546,10 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+#: How long after its --timeout-s ``kafka-txn transactions`` gives up on a worker that is
+#: still waiting on the cluster (the retry loops themselves stop at --timeout-s).
+_TIMEOUT_SLACK_S = 1.0
+
 #: The columns of ``kafka-txn transactions list`` (tab-separated, as :func:`_describe`).
 _COLUMNS = "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\tTIMEOUT_MS"
 
@@ -568,8 +573,11 @@ def _transactions(args: argparse.Namespace) -> int:
     """``kafka-txn transactions list|abort``; exit code 0, 1 (not all done) or 2 (usage)."""
     prog = f"kafka-txn transactions {args.action}"
 
+    abandoned = threading.Event()
+
     def error(message: str) -> None:
-        sys.stderr.write(f"{prog}: {message}\n")
+        if not abandoned.is_set():  # nothing from a worker given up on (see below)
+            sys.stderr.write(f"{prog}: {message}\n")
 
     if args.action == "abort" and not args.prefix:
         error("--prefix must not be empty: abort never touches every transaction")
@@ -580,20 +588,16 @@ def _transactions(args: argparse.Namespace) -> int:
         error(str(exc))
         return 2
 
-    import time
-
     from pyspark_kafka_txn.client.connection import ConnectionConfig
     from pyspark_kafka_txn.client.metadata import ClusterClient
     from pyspark_kafka_txn.client.security import SecurityConfig
-    from pyspark_kafka_txn.errors import (
-        AuthenticationError,
-        ConfigError,
-        KafkaConnectionError,
-        KafkaTxnError,
-    )
-    from pyspark_kafka_txn.writer.lingering import find_open_transactions
+    from pyspark_kafka_txn.errors import ConfigError
 
     timeout_s: float = args.timeout_s
+    # --timeout-s bounds the whole command: every retry loop stops at the deadline, and
+    # a worker still waiting on a socket (a broker that accepted the connection and never
+    # answers, a slow name lookup) is given up on soon after it.
+    deadline = time.monotonic() + timeout_s
     try:
         config = ConnectionConfig(
             client_id=options.get("client.id", "kafka-txn-transactions"),
@@ -601,14 +605,53 @@ def _transactions(args: argparse.Namespace) -> int:
             connect_timeout_s=min(timeout_s, 10.0),
             security=SecurityConfig.from_options(options),
         )
-        cluster = ClusterClient(args.bootstrap_servers, config, retry_timeout_s=timeout_s)
+        cluster = ClusterClient(
+            args.bootstrap_servers, config, retry_timeout_s=timeout_s, deadline=deadline
+        )
     except ConfigError as exc:  # messages name the option, never a secret value
         error(str(exc))
         return 2
+    outcome: list[int] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(_list_or_abort(args, cluster, error))
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="kafka-txn-transactions", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline + _TIMEOUT_SLACK_S - time.monotonic()))
+    if worker.is_alive():
+        error(
+            f"gave up after {timeout_s:g} s (--timeout-s): no answer from the cluster at "
+            f"{args.bootstrap_servers}"
+        )
+        abandoned.set()
+        cluster.close()  # fails the worker's pending calls; it ends by itself
+        return 1
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _list_or_abort(
+    args: argparse.Namespace, cluster: ClusterClient, error: Callable[[str], None]
+) -> int:
+    """List or abort the transactions of ``args`` (:func:`_transactions`' worker)."""
+    from pyspark_kafka_txn.errors import (
+        AuthenticationError,
+        KafkaConnectionError,
+        KafkaTxnError,
+    )
+    from pyspark_kafka_txn.writer.lingering import find_open_transactions
+
+    timeout_s: float = args.timeout_s
     where = f"the cluster at {args.bootstrap_servers}"
     with cluster:
         try:
-            cluster.retrying("bootstrap", cluster.brokers)
+            cluster.brokers()  # retried within --timeout-s
             found = find_open_transactions(cluster, args.prefix)
         except AuthenticationError as exc:
             error(f"authentication with {where} failed: {exc}")
@@ -660,8 +703,11 @@ def _abort_all(
         if dry_run:
             verb = "would wait for" if txn.completing else "would abort"
         else:
+            # What is left of --timeout-s (the worker gives up at the deadline anyway).
+            deadline = cluster.deadline
+            left_s = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
-                abort_open_transaction(cluster, txn)
+                abort_open_transaction(cluster, txn, timeout_s=left_s)
             except KafkaTxnError as exc:
                 failed += 1
                 error(f"could not abort {txn.transactional_id!r}: {exc}")

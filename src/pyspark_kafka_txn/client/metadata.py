@@ -91,7 +91,12 @@ class ClusterClient:
     config
         Socket options for every connection.
     retry_timeout_s
-        Total time budget of the retry loops in :meth:`topic` and :meth:`coordinator`.
+        Total time budget of each retry loop (:meth:`retrying`, as in :meth:`topic` and
+        :meth:`coordinator`).
+    deadline
+        A :func:`time.monotonic` time after which no retry loop retries, however much of
+        its ``retry_timeout_s`` is left: the bound of a whole command whose calls retry
+        one after the other (or inside each other). ``None``: no such bound.
     """
 
     def __init__(
@@ -99,9 +104,12 @@ class ClusterClient:
         bootstrap_servers: str | Iterable[str],
         config: ConnectionConfig | None = None,
         retry_timeout_s: float = 60.0,
+        *,
+        deadline: float | None = None,
     ) -> None:
         self.config = config or ConnectionConfig()
         self.retry_timeout_s = retry_timeout_s
+        self.deadline = deadline
         self._bootstrap = [
             Connection(h, p, self.config) for h, p in parse_bootstrap(bootstrap_servers)
         ]
@@ -166,8 +174,11 @@ class ClusterClient:
     # -- retry helper ------------------------------------------------------------------
 
     def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
-        """Run ``attempt`` until it does not raise a retriable error or time runs out."""
+        """Run ``attempt`` until it does not raise a retriable error or time runs out
+        (``retry_timeout_s`` from now, or ``deadline`` if sooner)."""
         deadline = time.monotonic() + self.retry_timeout_s
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
         delay = self.config.reconnect_backoff_s
         while True:
             try:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 import pyspark_kafka_txn
-from pyspark_kafka_txn.cli import main
+from pyspark_kafka_txn.cli import build_parser, main
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,3 +35,39 @@ def test_help_shows_defaults_and_warns_about_aborting_live_batches(
     assert "(default: 0)" in aborting and "(default: 10.0)" in aborting
     assert "live queries are writing or committing now" in aborting
     assert "(default: 9092)" in help_of("broker")
+
+
+def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every (sub)command's parser, by its program name."""
+    out: list[tuple[str, argparse.ArgumentParser]] = []
+    pending = [build_parser()]
+    while pending:
+        parser = pending.pop()
+        out.append((parser.prog, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+    return out
+
+
+def test_every_command_and_option_has_help() -> None:
+    """Each command has a description and a line in its parent's list; each option a
+    help text. ``demo`` says it needs Java (Spark runs in a JVM)."""
+    parsers = dict(_parsers())
+    assert set(parsers) == {
+        "kafka-txn",
+        "kafka-txn broker",
+        "kafka-txn demo",
+        "kafka-txn transactions",
+        "kafka-txn transactions list",
+        "kafka-txn transactions abort",
+    }
+    for prog, parser in parsers.items():
+        assert parser.description, prog
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                listed = {a.dest: a.help for a in action._choices_actions}
+                assert set(listed) == set(action.choices), prog
+                assert all(listed.values()), (prog, listed)
+            assert action.help, (prog, action.dest)
+    assert "Java 17" in (parsers["kafka-txn demo"].description or "")

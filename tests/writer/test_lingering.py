@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -476,6 +477,72 @@ def test_unreachable_bootstrap_fails_in_bounded_time() -> None:
     assert "Connection refused" in proc.stderr
 
 
+#: --timeout-s of the bound tests: long enough that the command's old 2x overrun (nested
+#: retry loops, each with the whole budget) exceeds the hang margin below.
+_BOUND_S = 6.0
+#: What a loaded 2-core machine may add to --timeout-s: interpreter start, scheduling
+#: (a hang detector, never a timing assertion on the product).
+_BOUND_MARGIN_S = 5.0
+
+
+@pytest.mark.parametrize("broker", ["refusing", "silent"])
+def test_timeout_bounds_the_whole_command(broker: str) -> None:
+    """--timeout-s is the wall-clock bound of `transactions list`: a port that refuses
+    connections, or a listener that accepts them and never answers, ends it within the
+    bound with one line naming --timeout-s (it took twice --timeout-s before)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        if broker == "refusing":
+            listener.close()  # nobody listens on the port any more
+        started = time.monotonic()
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-m", "pyspark_kafka_txn", "transactions", "list"),
+                *("--bootstrap-servers", f"127.0.0.1:{port}", "--prefix", "p-"),
+                *("--timeout-s", f"{_BOUND_S:g}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+        )
+        took_s = time.monotonic() - started
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"within {_BOUND_S:g} s (--timeout-s)" in proc.stderr
+    assert took_s < _BOUND_S + _BOUND_MARGIN_S, f"took {took_s:.1f} s"
+
+
+def test_timeout_gives_up_on_a_call_that_never_returns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever blocks past --timeout-s (a name lookup, a socket without a timeout), the
+    command gives up after it with one line and exit status 1."""
+    release = threading.Event()
+
+    def blocked(*_args: object) -> int:
+        release.wait(HANG_S)
+        return 0
+
+    monkeypatch.setattr(cli, "_list_or_abort", blocked)
+    started = time.monotonic()
+    try:
+        code, out, err = _run_cli(
+            capsys, "list", "--bootstrap-servers", "127.0.0.1:1", "--prefix", "p-",
+            "--timeout-s", "0.5",
+        )  # fmt: skip
+    finally:
+        release.set()
+    took_s = time.monotonic() - started
+    assert (code, out) == (1, "")
+    assert err == (
+        "kafka-txn transactions list: gave up after 0.5 s (--timeout-s): no answer from the "
+        "cluster at 127.0.0.1:1\n"
+    )
+    assert took_s < 0.5 + _BOUND_MARGIN_S
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -501,10 +568,11 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         ["list", "--bootstrap-servers", "h:1", "--prefix", "p", "--min-age-ms", "-5"],
         ["list", "--prefix", "p"],
         ["list", "--bootstrap-servers", "h:1", "--prefix", "p", "--dry-run"],
+        ["list", "--bootstrap-servers", "nohost", "--prefix", "p"],
     ):
         with pytest.raises(SystemExit) as info:
             cli.main(["transactions", *argv])
         assert info.value.code == 2
-    assert "--timeout-s" in capsys.readouterr().err
-    code, _, err = _run_cli(capsys, "list", "--bootstrap-servers", "nohost", "--prefix", "p")
-    assert code == 2 and "is not host:port" in err
+    err = capsys.readouterr().err
+    assert "--timeout-s" in err
+    assert "argument --bootstrap-servers: bootstrap.servers: 'nohost' is not host:port" in err

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+_MAX_PORT = 65535
+
 # Errors after which the coordinator must be looked up again.
 COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
@@ -48,7 +50,7 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     Raises
     ------
     ConfigError
-        If an entry has no valid port or the list is empty.
+        If an entry has no host or no port in 0..65535, or the list is empty.
     """
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out: list[tuple[str, int]] = []
@@ -57,9 +59,10 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
         if not item:
             continue
         host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or int(port) > _MAX_PORT:
             raise ConfigError(f"bootstrap.servers: {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
+        out.append((host, int(port)))
     if not out:
         raise ConfigError("bootstrap.servers is empty")
     return out
@@ -88,7 +91,12 @@ class ClusterClient:
     config
         Socket options for every connection.
     retry_timeout_s
-        Total time budget of the retry loops in :meth:`topic` and :meth:`coordinator`.
+        Total time budget of each retry loop (:meth:`retrying`, as in :meth:`topic` and
+        :meth:`coordinator`).
+    deadline
+        A :func:`time.monotonic` time after which no retry loop retries, however much of
+        its ``retry_timeout_s`` is left: the bound of a whole command whose calls retry
+        one after the other (or inside each other). ``None``: no such bound.
     """
 
     def __init__(
@@ -96,9 +104,12 @@ class ClusterClient:
         bootstrap_servers: str | Iterable[str],
         config: ConnectionConfig | None = None,
         retry_timeout_s: float = 60.0,
+        *,
+        deadline: float | None = None,
     ) -> None:
         self.config = config or ConnectionConfig()
         self.retry_timeout_s = retry_timeout_s
+        self.deadline = deadline
         self._bootstrap = [
             Connection(h, p, self.config) for h, p in parse_bootstrap(bootstrap_servers)
         ]
@@ -163,8 +174,11 @@ class ClusterClient:
     # -- retry helper ------------------------------------------------------------------
 
     def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
-        """Run ``attempt`` until it does not raise a retriable error or time runs out."""
+        """Run ``attempt`` until it does not raise a retriable error or time runs out
+        (``retry_timeout_s`` from now, or ``deadline`` if sooner)."""
         deadline = time.monotonic() + self.retry_timeout_s
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
         delay = self.config.reconnect_backoff_s
         while True:
             try:

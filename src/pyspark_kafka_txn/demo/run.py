@@ -24,6 +24,7 @@ Progress is printed while it runs; ``--plot FILE.png`` draws it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import statistics
 import sys
@@ -171,12 +172,25 @@ def _header() -> None:
     )
 
 
+def _java_found() -> bool:
+    """Whether Spark's launcher finds a ``java`` (``$JAVA_HOME/bin/java``, else the PATH)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        return os.access(Path(java_home, "bin", "java"), os.X_OK)
+    return shutil.which("java") is not None
+
+
 def run_demo(plan: FeedPlan | None = None, plot: Path | None = None) -> int:
     """Run the demo; return a process exit code (0 when every check holds)."""
     from pyspark_kafka_txn.embedded import EmbeddedKafka
 
     if importlib.util.find_spec("pyspark") is None:
         raise SystemExit("the demo runs Spark: pip install 'pyspark-kafka-txn[spark]'")
+    if not _java_found():
+        raise SystemExit(
+            "the demo runs Spark, which needs Java 17 or later: no java in $JAVA_HOME/bin "
+            "nor on the PATH"
+        )
     plan = plan or FeedPlan()
     if plot is not None:
         from pyspark_kafka_txn.demo.plot import check_available

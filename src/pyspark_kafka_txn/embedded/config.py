@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,17 @@ DEFAULT_TIMESTAMP_BEFORE_MAX_MS = 2**63 - 1
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether listening on ``host`` means every interface (``0.0.0.0``, ``::``, empty):
+    an address to bind, not one a client can connect to."""
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterConfig:
     """Cluster-wide settings; defaults are Apache Kafka 4.x broker defaults.
@@ -25,7 +37,13 @@ class ClusterConfig:
     brokers
         Number of broker nodes (each on its own port, node ids ``0..brokers-1``).
     host
-        Interface to listen on and to advertise.
+        Interface to listen on, and the host advertised to clients unless
+        ``advertised_host`` is given.
+    advertised_host
+        Host (name or address) the brokers tell clients to connect to, in Metadata and
+        FindCoordinator answers and in :attr:`EmbeddedKafka.bootstrap_servers` (the host
+        part of Kafka's ``advertised.listeners``); ``None``: ``host``. Needed when
+        ``host`` is a wildcard such as ``0.0.0.0``, which clients cannot connect to.
     port
         Port of broker 0; the others take the following ports. ``0`` picks free ports.
     data_dir
@@ -81,6 +99,7 @@ class ClusterConfig:
 
     brokers: int = 1
     host: str = "127.0.0.1"
+    advertised_host: str | None = None
     port: int = 0
     data_dir: Path | None = None
     transaction_version: int = 2
@@ -103,6 +122,11 @@ class ClusterConfig:
     allow_everyone_if_no_acl_found: bool = False
     initial_producer_epoch: int = 0
 
+    @property
+    def advertised(self) -> str:
+        """The host clients are told to connect to: ``advertised_host``, else ``host``."""
+        return self.host if self.advertised_host is None else self.advertised_host
+
     def __post_init__(self) -> None:
         if self.brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {self.brokers}")
@@ -114,6 +138,12 @@ class ClusterConfig:
             raise ValueError("log_message_timestamp_after_max_ms must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.advertised_host is not None and is_wildcard(self.advertised_host):
+            # Kafka: "advertised.listeners cannot use the nonroutable meta-address".
+            raise ValueError(
+                f"advertised_host must be an address clients can connect to, "
+                f"got {self.advertised_host!r}"
+            )
         check_initial_producer_epoch(self.initial_producer_epoch)
         for principal in self.super_users:
             check_principal(principal)

@@ -195,7 +195,7 @@ class EmbeddedKafka:
     def bootstrap_servers(self) -> str:
         """``host:port,...`` of the running brokers."""
         return ",".join(
-            f"{self.config.host}:{port}"
+            f"{self.config.advertised}:{port}"
             for node, port in sorted(self._ports.items())
             if self._cluster is not None and node in self._cluster.running
         )

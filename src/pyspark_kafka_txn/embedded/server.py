@@ -145,9 +145,17 @@ class BrokerServer:
         self._listener = listener
         self._listen(listener, connection)
         bound = int(listener.getsockname()[1])
-        self.cluster.addresses[self.node_id] = (host, bound)
+        advertised = self.cluster.config.advertised
+        self.cluster.addresses[self.node_id] = (advertised, bound)
         self.cluster.running.add(self.node_id)
-        logger.info("broker %d listening on %s:%d", self.node_id, host, bound)
+        logger.info(
+            "broker %d listening on %s:%d, advertised as %s:%d",
+            self.node_id,
+            host,
+            bound,
+            advertised,
+            bound,
+        )
         return bound
 
     def _on_readable(

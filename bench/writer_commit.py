@@ -15,14 +15,14 @@ Spark's driver calls it. That time holds everything the driver does for a batch:
 * listing the query's transactions still open (ListTransactions on every broker) and
   ``end_abandoned`` (other queries' long-open transactions: none here).
 
-The phases are timed by wrapping those functions of ``writer/commit.py`` and
-``writer/lingering.py`` / ``writer/abandoned.py`` in this process (the source is not changed), each without the
-phases called inside it, so they add up to about the total. A second table ends the same
-number of prepared transactions by hand, looking up every coordinator first and then
-calling ``end_transactions``: it separates the lookups from the EndTxns, which in
-``commit_batch`` share one connection (a lookup waits for the EndTxns sent before it).
-The broker runs in a separate process (``python -m pyspark_kafka_txn broker``); its CPU
-time during those EndTxns is shown::
+The phases are timed by wrapping those functions of ``writer/commit.py``,
+``writer/lingering.py`` and ``writer/abandoned.py`` in this process (the source is not
+changed), each without the phases called inside it, so they add up to about the total.
+A second table ends the same number of prepared transactions by hand, looking up every
+coordinator first and then calling ``end_transactions``: it separates the lookups from
+the EndTxns, which in ``commit_batch`` share one connection (a lookup waits for the
+EndTxns sent before it). The broker runs in a separate process
+(``python -m pyspark_kafka_txn broker``); its CPU time during those EndTxns is shown::
 
     .venv/bin/python bench/writer_commit.py
     .venv/bin/python bench/writer_commit.py --tasks 8,64,256,1024 --repeat 7 --partitions 8

@@ -34,7 +34,7 @@ transactions of this id out, so a prepared transaction waits for its
 advertises InitProducerId v6 (:class:`ProtocolError` otherwise, before any transaction
 state changes); ``auto`` uses 2PC where offered and the normal timeout elsewhere
 (:attr:`TransactionalProducer.two_phase_commit` tells which). ``KeepPreparedTxn`` is not
-offered: Kafka 4.3 brokers refuse it (UNSUPPORTED_VERSION, KAFKA-20739).
+offered: Kafka 4.3 and 4.4.0 brokers refuse it (UNSUPPORTED_VERSION, KAFKA-20739).
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class TransactionalProducer:
             raise ProtocolError(
                 f"{TWO_PHASE_COMMIT_OPTION}=true needs InitProducerId v{INIT_PRODUCER_ID_2PC} "
                 f"(KIP-939); broker {conn.host}:{conn.port} supports up to v{broker_max}. "
-                "Enable transaction.two.phase.commit.enable (and, on Kafka 4.3, "
+                "Enable transaction.two.phase.commit.enable (and, up to Kafka 4.4 at least, "
                 f"unstable.api.versions.enable) on the brokers, or set {TWO_PHASE_COMMIT_OPTION}"
                 "=auto to fall back to transaction.timeout.ms"
             )

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-INSTALL_HINT = "--plot needs matplotlib: pip install 'pyspark-kafka-txn[plot]'"
+INSTALL_HINT = (
+    "--plot needs matplotlib: pip install matplotlib, or install the package with its "
+    "'plot' extra (pip install '.[plot]' in the clone; see the Install page)"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,7 +185,10 @@ def run_demo(plan: FeedPlan | None = None, plot: Path | None = None) -> int:
     from pyspark_kafka_txn.embedded import EmbeddedKafka
 
     if importlib.util.find_spec("pyspark") is None:
-        raise SystemExit("the demo runs Spark: pip install 'pyspark-kafka-txn[spark]'")
+        raise SystemExit(
+            "the demo runs Spark: pip install 'pyspark>=4.0', or install the package with its "
+            "'spark' extra (pip install '.[spark]' in the clone; see the Install page)"
+        )
     if not _java_found():
         raise SystemExit(
             "the demo runs Spark, which needs Java 17 or later: no java in $JAVA_HOME/bin "

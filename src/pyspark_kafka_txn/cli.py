@@ -14,7 +14,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -24,6 +24,7 @@ from pyspark_kafka_txn.wire import SECURITY_PROTOCOLS
 if TYPE_CHECKING:
     from pyspark_kafka_txn.client.metadata import ClusterClient
     from pyspark_kafka_txn.embedded import ListenerSecurity
+    from pyspark_kafka_txn.writer.abandoned import Owner
     from pyspark_kafka_txn.writer.lingering import OpenTransaction
 
 logger = logging.getLogger(__name__)
@@ -551,10 +552,13 @@ def _is_ip(text: str) -> bool:
 _TIMEOUT_SLACK_S = 1.0
 
 #: The columns of ``kafka-txn transactions list`` (tab-separated, as :func:`_describe`).
-_COLUMNS = "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\tTIMEOUT_MS"
+_COLUMNS = (
+    "TRANSACTIONAL_ID\tSTATE\tPRODUCER_ID\tEPOCH\tAGE_MS\tPARTITIONS\tTIMEOUT_MS\tQUERY\t"
+    "LIVENESS\tWHY"
+)
 
 
-def _describe(txn: OpenTransaction, now_ms: int) -> str:
+def _describe(txn: OpenTransaction, now_ms: int, owner: Owner) -> str:
     parts = ",".join(f"{topic}-{partition}" for topic, partition in txn.partitions) or "-"
     return "\t".join(
         (
@@ -565,6 +569,9 @@ def _describe(txn: OpenTransaction, now_ms: int) -> str:
             str(txn.age_ms(now_ms)),
             parts,
             str(txn.timeout_ms),
+            owner.query_id or "-",
+            owner.liveness,
+            owner.reason,
         )
     )
 
@@ -645,6 +652,7 @@ def _list_or_abort(
         KafkaConnectionError,
         KafkaTxnError,
     )
+    from pyspark_kafka_txn.writer.abandoned import owners
     from pyspark_kafka_txn.writer.lingering import find_open_transactions
 
     timeout_s: float = args.timeout_s
@@ -653,6 +661,9 @@ def _list_or_abort(
         try:
             cluster.brokers()  # retried within --timeout-s
             found = find_open_transactions(cluster, args.prefix)
+            now_ms = int(time.time() * 1000)
+            chosen = [t for t in found if t.age_ms(now_ms) >= args.min_age_ms]
+            owned = owners(cluster, chosen)
         except AuthenticationError as exc:
             error(f"authentication with {where} failed: {exc}")
             return 1
@@ -662,8 +673,6 @@ def _list_or_abort(
         except KafkaTxnError as exc:
             error(f"cannot list the transactions of {where}: {exc}")
             return 1
-        now_ms = int(time.time() * 1000)
-        chosen = [t for t in found if t.age_ms(now_ms) >= args.min_age_ms]
         scope = f"with prefix {args.prefix!r}"
         if args.min_age_ms:
             scope += f" started at least {args.min_age_ms} ms ago"
@@ -671,17 +680,28 @@ def _list_or_abort(
             if chosen:
                 sys.stdout.write(_COLUMNS + "\n")
             for txn in chosen:
-                sys.stdout.write(_describe(txn, now_ms) + "\n")
+                sys.stdout.write(_describe(txn, now_ms, owned[txn.transactional_id]) + "\n")
             sys.stdout.write(f"{len(chosen)} open transaction(s) {scope}\n")
             return 0
-        failed = _abort_all(cluster, chosen, now_ms, dry_run=args.dry_run, error=error)
-        done = "would abort" if args.dry_run else "aborted"
-        summary = f"{done} {len(chosen) - failed} of {len(chosen)} open transaction(s) {scope}"
+        spared = [
+            t
+            for t in chosen
+            if owned[t.transactional_id].liveness == "live" and not args.include_live
+        ]
+        targets = [t for t in chosen if t not in spared]
+        failed = _abort_all(cluster, targets, owned, now_ms, dry_run=args.dry_run, error=error)
+        done = "would end" if args.dry_run else "ended"
+        summary = f"{done} {len(targets) - failed} of {len(targets)} open transaction(s) {scope}"
+        if spared:
+            summary += (
+                f"; {len(spared)} transaction(s) of live queries left alone "
+                "(--include-live ends them too)"
+            )
         if len(found) > len(chosen):
             summary += f"; {len(found) - len(chosen)} younger one(s) left alone"
         sys.stdout.write(summary + "\n")
         if failed:
-            error(f"{failed} transaction(s) could not be aborted")
+            error(f"{failed} transaction(s) could not be ended")
             return 1
         return 0
 
@@ -689,32 +709,36 @@ def _list_or_abort(
 def _abort_all(
     cluster: ClusterClient,
     transactions: Sequence[OpenTransaction],
+    owned: Mapping[str, Owner],
     now_ms: int,
     *,
     dry_run: bool,
     error: Callable[[str], None],
 ) -> int:
-    """Abort (or, dry, print) each transaction; return how many could not be aborted."""
+    """End (or, dry, print) each transaction: commit the ones a gone query decided to
+    commit, abort the others; return how many could not be ended."""
     from pyspark_kafka_txn.errors import KafkaTxnError
-    from pyspark_kafka_txn.writer.lingering import abort_open_transaction
+    from pyspark_kafka_txn.writer.abandoned import end_transaction_of
 
     failed = 0
     for txn in transactions:
+        owner = owned[txn.transactional_id]
         if dry_run:
-            verb = "would wait for" if txn.completing else "would abort"
+            if owner.commit is not None:
+                verb = "would commit"
+            else:
+                verb = "would wait for" if txn.completing else "would abort"
         else:
             # What is left of --timeout-s (the worker gives up at the deadline anyway).
             deadline = cluster.deadline
             left_s = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
-                abort_open_transaction(cluster, txn, timeout_s=left_s)
+                verb = end_transaction_of(cluster, txn, owner, timeout_s=left_s)
             except KafkaTxnError as exc:
                 failed += 1
-                error(f"could not abort {txn.transactional_id!r}: {exc}")
+                error(f"could not end {txn.transactional_id!r}: {exc}")
                 continue
-            # A Prepare* transaction is completed by its coordinator, never aborted.
-            verb = "completed" if txn.completing else "aborted"
-        sys.stdout.write(f"{verb}\t{_describe(txn, now_ms)}\n")
+        sys.stdout.write(f"{verb}\t{_describe(txn, now_ms, owner)}\n")
         sys.stdout.flush()
     return failed
 
@@ -961,9 +985,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative_int,
         default=0,
         metavar="N",
-        help="only transactions started at least N ms ago. With 0, abort also ends the "
-        "batches that live writers are committing right now: give it more than the longest "
-        "micro-batch (their commit then fails and they rewrite the batch)",
+        help="only transactions started at least N ms ago",
     )
     common.add_argument(
         "--command-config",
@@ -997,14 +1019,21 @@ def build_parser() -> argparse.ArgumentParser:
     abort = actions.add_parser(
         "abort",
         parents=[common],
-        help="abort the open transactions",
-        description="Abort the open transactions under --prefix. Warning: with the default "
-        "--min-age-ms 0 this also aborts the transactions of batches that live queries are "
-        "writing or committing now; stop those queries first, or set --min-age-ms above the "
-        "longest micro-batch.",
+        help="end the open transactions of queries that are gone",
+        description="End the open transactions under --prefix whose kafka_txn query is not "
+        "live: its liveness lease lapsed (gone), or it has none (unknown: a writer without "
+        "leases, another tool). A transaction a gone query had decided to commit is "
+        "committed, as its restart would; every other one is aborted. The transactions of "
+        "live queries (lease renewed) are left alone unless --include-live.",
         formatter_class=_Help,
     )
-    abort.add_argument("--dry-run", action="store_true", help="print, abort nothing")
+    abort.add_argument("--dry-run", action="store_true", help="print what would end and why")
+    abort.add_argument(
+        "--include-live",
+        action="store_true",
+        help="also abort the transactions of live queries (their batch then fails to commit "
+        "and is written again after their restart)",
+    )
     abort.set_defaults(run=_transactions, parser=abort)
     return parser
 

@@ -414,7 +414,7 @@ def test_kafka_txn_abort_is_seen_by_kafka_transactions(kafka: KafkaTarget) -> No
     done = _kafka_txn("abort", "--bootstrap-servers", bs, "--prefix", prefix, "--min-age-ms", "0")
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     *lines, summary = done.stdout.splitlines()
-    assert summary == f"aborted 2 of 2 open transaction(s) with prefix '{prefix}'"
+    assert summary == f"ended 2 of 2 open transaction(s) with prefix '{prefix}'"
     assert sorted(line.split("\t")[:3] for line in lines) == [
         ["aborted", o.tid, "Ongoing"] for o in opened
     ]
@@ -517,7 +517,7 @@ def test_kafka_transactions_abort_ends_what_our_writer_left_open(kafka: KafkaTar
     done = _kafka_txn("abort", "--bootstrap-servers", bs, "--prefix", prefix)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.splitlines()[-1] == (
-        f"aborted 2 of 2 open transaction(s) with prefix '{prefix}'"
+        f"ended 2 of 2 open transaction(s) with prefix '{prefix}'"
     )
     assert _kafka_states(kafka, prefix) == {o.tid: "CompleteAbort" for o in opened}
     assert _our_list(bs, prefix) == {}

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from pyspark_kafka_txn import cli
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded.faults import FaultRule
 from pyspark_kafka_txn.writer.abandoned import end_command
@@ -214,3 +215,61 @@ def test_a_failed_clean_up_after_the_commit_is_a_warning(
     assert any("is committed (do not write it again)" in w for w in warned), warned
     wait_lso_at_hwm(bs, topic, 2)
     assert _visible(bs, topic) == Counter({"t0": 5, "t1": 5})
+
+
+def test_the_operator_tool_names_each_query_and_spares_live_ones(
+    kafka: KafkaTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kafka-txn transactions list`` names each transaction's query and its liveness;
+    ``abort`` ends the gone query's (committing what it had decided) and the unknown one's,
+    leaves the live query's alone, and ends it only with ``--include-live``."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=2, prefix="aband")
+    prefix = fresh_prefix("a")
+    gone, live, unknown = (str(uuid.uuid4()) for _ in range(3))
+    options = writer_options(bs, topic, prefix)
+    decided = write_task(options, TaskIdentity(gone, 0, 0, 0), iter([_rows(0, "dec")]), TIMEOUT_MS)
+    assert decided.handle is not None and decided.anchor is not None
+    with ClusterClient(bs) as cluster:
+        renew_lease(cluster, prefix, gone, (topic, 0), 60_000, now_ms=_long_ago_ms())
+        write_decision(cluster, prefix, gone, 0, {0: decided.handle}, decided.anchor, None)
+        renew_lease(cluster, prefix, live, (topic, 0), 600_000)
+    for query in (gone, live, unknown):
+        partition = 1 if query == gone else 0  # gone's partition 1 is not in its decision
+        tid = transactional_id(prefix, query, partition)
+        leave_open(bs, tid, topic, 1, [query[:4].encode()], timeout_ms=TIMEOUT_MS)
+
+    def run(*argv: str) -> tuple[int, list[list[str]], str]:
+        code = cli.main(["transactions", *argv, "--bootstrap-servers", bs, "--prefix", prefix])
+        out = capsys.readouterr().out.splitlines()
+        return code, [line.split("\t") for line in out[:-1]], out[-1]
+
+    code, rows, _ = run("list")
+    assert code == 0
+    by_id = {r[0]: (r[7], r[8]) for r in rows[1:]}
+    assert by_id == {
+        transactional_id(prefix, gone, 0): (gone, "gone"),
+        transactional_id(prefix, gone, 1): (gone, "gone"),
+        transactional_id(prefix, live, 0): (live, "live"),
+        transactional_id(prefix, unknown, 0): (unknown, "unknown"),
+    }
+
+    code, rows, summary = run("abort", "--dry-run")
+    assert code == 0
+    verbs = {r[1]: r[0] for r in rows}
+    assert verbs == {
+        transactional_id(prefix, gone, 0): "would commit",
+        transactional_id(prefix, gone, 1): "would abort",
+        transactional_id(prefix, unknown, 0): "would abort",
+    }
+    assert "1 transaction(s) of live queries left alone" in summary
+    assert len(open_transactions(bs, prefix)) == 4  # a dry run ends nothing
+
+    code, rows, summary = run("abort")
+    assert code == 0 and summary.startswith("ended 3 of 3 open transaction(s)")
+    assert set(open_transactions(bs, prefix)) == {transactional_id(prefix, live, 0)}
+    code, rows, summary = run("abort", "--include-live")
+    assert code == 0 and [r[:2] for r in rows] == [["aborted", transactional_id(prefix, live, 0)]]
+    wait_lso_at_hwm(bs, topic, 2)
+    # The gone query's decided transaction was committed, the others aborted.
+    assert _visible(bs, topic) == Counter({"dec": 5})

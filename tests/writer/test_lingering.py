@@ -225,7 +225,7 @@ def test_find_list_and_abort_a_lingering_transaction(
     assert (code, err) == (0, "")
     first, last = out.splitlines()
     assert first.startswith(f"aborted\t{lingering_id}\tOngoing\t{lingering.producer_id}\t")
-    assert last == f"aborted 1 of 1 open transaction(s) with prefix '{prefix}'"
+    assert last == f"ended 1 of 1 open transaction(s) with prefix '{prefix}'"
 
     assert _read_committed_to_end(bs, topic) == _in_read_order(committed)
     with ClusterClient(bs) as cluster:
@@ -293,12 +293,12 @@ def test_an_abort_that_fails_exits_1(
     assert refusal.hits == 1
     assert pinned_partitions(bs, topic, 1) == {0: ((0, 0), (0, 1))}  # still open: librdkafka
     assert code == 1
-    assert out == f"aborted 0 of 1 open transaction(s) with prefix '{prefix}'\n"
+    assert out == f"ended 0 of 1 open transaction(s) with prefix '{prefix}'\n"
     assert (
-        f"could not abort '{prefix}0': not authorized: WRITE on TransactionalId '{prefix}0'" in err
+        f"could not end '{prefix}0': not authorized: WRITE on TransactionalId '{prefix}0'" in err
     )
     assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED [53]" in err
-    assert err.endswith("1 transaction(s) could not be aborted\n")
+    assert err.endswith("1 transaction(s) could not be ended\n")
     with ClusterClient(bs) as cluster:
         [txn] = find_open_transactions(cluster, prefix)
         assert txn.producer_epoch == handle.producer_epoch

@@ -34,23 +34,67 @@ after a broker's transaction timeout — never a lost or doubled record.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
-from pyspark_kafka_txn.client.producer import end_transaction
+from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.common import OPEN_STATES
-from pyspark_kafka_txn.writer.decision import read_decision
-from pyspark_kafka_txn.writer.ids import partition_of, query_of, query_prefix
+from pyspark_kafka_txn.writer.decision import Decision, read_decision
+from pyspark_kafka_txn.writer.ids import query_of, query_prefix, split_transactional_id
 from pyspark_kafka_txn.writer.lingering import OpenTransaction, abort_open_transaction
 from pyspark_kafka_txn.writer.liveness import read_lease
 
-__all__ = ["end_abandoned", "end_command"]
+__all__ = [
+    "GONE",
+    "LIVE",
+    "UNKNOWN",
+    "Liveness",
+    "Owner",
+    "end_abandoned",
+    "end_command",
+    "end_transaction_of",
+    "owners",
+]
 
 logger = logging.getLogger(__name__)
+
+Liveness = Literal["live", "gone", "unknown"]
+#: The query renewed its lease within its promise.
+LIVE: Liveness = "live"
+#: The query's lease lapsed: nothing of it runs.
+GONE: Liveness = "gone"
+#: No lease (a writer without leases, a tool, an id the writer does not make).
+UNKNOWN: Liveness = "unknown"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who an open transaction belongs to, and what ends it.
+
+    Attributes
+    ----------
+    query_id
+        The writer's query id in the transactional id, or None for an id the writer does
+        not make.
+    liveness
+        :data:`LIVE`, :data:`GONE` or :data:`UNKNOWN`.
+    commit
+        For a transaction of a gone query that its standing commit decision records (same
+        producer id and epoch): the recorded handle, which ends it by committing it.
+    reason
+        Why, in words (for logs and ``kafka-txn transactions``).
+    """
+
+    query_id: str | None
+    liveness: Liveness
+    commit: PreparedTransaction | None
+    reason: str
 
 
 def end_command(bootstrap_servers: str, prefix: str, query_id: str) -> str:
@@ -59,6 +103,76 @@ def end_command(bootstrap_servers: str, prefix: str, query_id: str) -> str:
         f"kafka-txn transactions abort --bootstrap-servers {bootstrap_servers} "
         f"--prefix '{query_prefix(prefix, query_id)}'"
     )
+
+
+def owners(cluster: ClusterClient, transactions: Sequence[OpenTransaction]) -> dict[str, Owner]:
+    """The owner of each open transaction, by transactional id: its query's lease (and,
+    for a gone query, its standing decision) read once per query.
+
+    Raises
+    ------
+    KafkaTxnError
+        If a lease or a decision cannot be read (after the client's retries).
+    """
+    out: dict[str, Owner] = {}
+    queries: dict[tuple[str, str], tuple[Liveness, str, Decision | None]] = {}
+    for txn in transactions:
+        parsed = split_transactional_id(txn.transactional_id)
+        if parsed is None:
+            out[txn.transactional_id] = Owner(None, UNKNOWN, None, "not a kafka_txn writer's id")
+            continue
+        prefix, query, partition = parsed
+        if (prefix, query) not in queries:
+            queries[(prefix, query)] = _liveness(cluster, prefix, query)
+        liveness, reason, decision = queries[(prefix, query)]
+        handle = decision.handles.get(partition) if decision is not None else None
+        recorded = (
+            handle is not None
+            and txn.state == TxnState.ONGOING
+            and (txn.producer_id, txn.producer_epoch)
+            == (handle.transaction.producer_id, handle.transaction.producer_epoch)
+        )
+        if recorded and decision is not None and handle is not None:
+            reason += f"; its commit decision for batch {decision.batch} records it"
+        out[txn.transactional_id] = Owner(
+            query, liveness, handle.transaction if recorded and handle else None, reason
+        )
+    return out
+
+
+def _liveness(
+    cluster: ClusterClient, prefix: str, query: str
+) -> tuple[Liveness, str, Decision | None]:
+    """A query's liveness, in words, and (gone) its standing decision."""
+    lease = read_lease(cluster, prefix, query)
+    if lease is None:
+        return UNKNOWN, "no liveness lease", None
+    age_ms = int(time.time() * 1000) - lease.renewed_ms
+    if not lease.lapsed():
+        return LIVE, f"lease renewed {age_ms} ms ago (promised within {lease.lease_ms})", None
+    decision = read_decision(cluster, prefix, query)
+    standing = decision if decision is not None and not decision.withdrawn else None
+    return GONE, f"no lease renewal for {age_ms} ms (promised within {lease.lease_ms})", standing
+
+
+def end_transaction_of(
+    cluster: ClusterClient, txn: OpenTransaction, owner: Owner, *, timeout_s: float | None = None
+) -> str:
+    """End ``txn``: commit it when its gone query decided so (``owner.commit``), else abort
+    it (:func:`~.lingering.abort_open_transaction`); return what was done
+    (``committed``, ``aborted`` or, for a transaction its coordinator was already
+    completing, ``completed``).
+
+    Raises
+    ------
+    KafkaTxnError
+        If it could not be ended.
+    """
+    if owner.commit is not None:
+        end_transaction(cluster, owner.commit, commit=True)
+        return "committed"
+    abort_open_transaction(cluster, txn, timeout_s=timeout_s)
+    return "completed" if txn.completing else "aborted"
 
 
 def end_abandoned(cluster: ClusterClient, options: WriterOptions, query_id: str) -> None:
@@ -82,82 +196,54 @@ def end_abandoned(cluster: ClusterClient, options: WriterOptions, query_id: str)
     """
     prefix = options.transactional_id_prefix
     oldest_ms = options.lingering_timeout_ms
-    by_query: dict[str, list[str]] = defaultdict(list)
-    for listed in list_transactions(cluster, states=OPEN_STATES, min_duration_ms=oldest_ms):
-        other = query_of(prefix, listed.transactional_id)
-        if other is not None and other != query_id:
-            by_query[other].append(listed.transactional_id)
-    for other, tids in sorted(by_query.items()):
-        _end_if_gone(cluster, options, other, sorted(set(tids)))
-
-
-def _end_if_gone(
-    cluster: ClusterClient, options: WriterOptions, other: str, tids: Sequence[str]
-) -> None:
-    """Steps 2 of the module docstring for one other query's long-open transactions."""
-    prefix = options.transactional_id_prefix
-    opened = [
-        OpenTransaction.from_description(d)
-        for d in describe_transactions(cluster, tids).values()
-        if d is not None and d.state in OPEN_STATES
-    ]
-    old = [t for t in opened if t.age_ms() >= options.lingering_timeout_ms]
-    if not old:
+    tids = sorted(
+        {
+            t.transactional_id
+            for t in list_transactions(cluster, states=OPEN_STATES, min_duration_ms=oldest_ms)
+            if query_of(prefix, t.transactional_id) not in (None, query_id)
+        }
+    )
+    if not tids:
         return
-    lease = read_lease(cluster, prefix, other)
-    if lease is None:
+    old = [
+        txn
+        for d in describe_transactions(cluster, tids).values()
+        if d is not None
+        and d.state in OPEN_STATES
+        and (txn := OpenTransaction.from_description(d)).age_ms() >= oldest_ms
+    ]
+    unknown: dict[str, int] = {}
+    found = owners(cluster, old)
+    for txn in old:
+        owner = found[txn.transactional_id]
+        if owner.liveness == LIVE:
+            logger.debug(
+                "%s stays: query %s lives (%s)", txn.transactional_id, owner.query_id, owner.reason
+            )
+        elif owner.liveness == UNKNOWN:
+            if owner.query_id is not None:
+                unknown[owner.query_id] = unknown.get(owner.query_id, 0) + 1
+        else:
+            done = end_transaction_of(cluster, txn, owner)
+            logger.warning(
+                "%s %s (producer %d, epoch %d, open %d ms, state %s): query %s is gone (%s)",
+                done,
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                txn.age_ms(),
+                txn.state,
+                owner.query_id,
+                owner.reason,
+            )
+    for other, count in sorted(unknown.items()):
         logger.warning(
             "%d transaction(s) of query %s under transactionalIdPrefix '%s' open for %d ms "
             "or more, and that query records no liveness lease (a writer without leases, "
             "or a tool): left alone. If that query is gone, end them with: %s",
-            len(old),
+            count,
             other,
             prefix,
-            options.lingering_timeout_ms,
+            oldest_ms,
             end_command(options.bootstrap_servers, prefix, other),
         )
-        return
-    if not lease.lapsed():
-        logger.debug(
-            "query %s lives (lease renewed at %d): its %d long-open transaction(s) stay",
-            other,
-            lease.renewed_ms,
-            len(old),
-        )
-        return
-    decision = read_decision(cluster, prefix, other)
-    handles = decision.handles if decision is not None and not decision.withdrawn else {}
-    for txn in old:
-        partition = partition_of(prefix, txn.transactional_id)
-        handle = handles.get(partition) if partition is not None else None
-        if (
-            decision is not None
-            and handle is not None
-            and txn.state == TxnState.ONGOING
-            and (txn.producer_id, txn.producer_epoch)
-            == (handle.transaction.producer_id, handle.transaction.producer_epoch)
-        ):
-            logger.warning(
-                "committing %s (producer %d, epoch %d): query %s is gone (no lease renewal "
-                "for %d ms) after deciding to commit it in batch %d",
-                txn.transactional_id,
-                txn.producer_id,
-                txn.producer_epoch,
-                other,
-                lease.lease_ms,
-                decision.batch,
-            )
-            end_transaction(cluster, handle.transaction, commit=True)
-            continue
-        logger.warning(
-            "aborting %s (producer %d, epoch %d, open %d ms, state %s): query %s is gone "
-            "(no lease renewal for %d ms) and decided no commit of it",
-            txn.transactional_id,
-            txn.producer_id,
-            txn.producer_epoch,
-            txn.age_ms(),
-            txn.state,
-            other,
-            lease.lease_ms,
-        )
-        abort_open_transaction(cluster, txn)

@@ -29,6 +29,7 @@ __all__ = [
     "partition_of",
     "query_of",
     "query_prefix",
+    "split_transactional_id",
     "transactional_id",
     "writer_group",
 ]
@@ -91,6 +92,18 @@ def _parse(prefix: str, transactional_id: str) -> tuple[str, int] | None:
     if not sep or not partition.isdigit() or not _QUERY_ID.fullmatch(query):
         return None
     return query, int(partition)
+
+
+_TAIL = re.compile(rf"({_QUERY_ID.pattern})-(\d+)$")
+
+
+def split_transactional_id(transactional_id: str) -> tuple[str, str, int] | None:
+    """``(prefix, query id, partition)`` of a transactional id the writer made, whatever
+    its prefix, or None for any other id (the operator's tool knows only a prefix of it)."""
+    match = _TAIL.search(transactional_id)
+    if match is None:
+        return None
+    return transactional_id[: match.start()], match.group(1), int(match.group(2))
 
 
 def query_of(prefix: str, transactional_id: str) -> str | None:

@@ -18,11 +18,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"kafka-txn {pyspark_kafka_txn.__version__}\n"
 
 
-def test_help_shows_defaults_and_warns_about_aborting_live_batches(
+def test_help_shows_defaults_and_says_live_queries_are_spared(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Help is plain text (no reST markup), with the defaults; `transactions abort` warns
-    that --min-age-ms 0 also ends the batches live queries are committing."""
+    """Help is plain text (no reST markup), with the defaults; `transactions abort` says
+    that live queries are left alone unless --include-live."""
 
     def help_of(*argv: str) -> str:
         with pytest.raises(SystemExit):
@@ -33,7 +33,10 @@ def test_help_shows_defaults_and_warns_about_aborting_live_batches(
     assert "``" not in top and ":class:" not in top
     aborting = help_of("transactions", "abort")
     assert "(default: 0)" in aborting and "(default: 10.0)" in aborting
-    assert "live queries are writing or committing now" in aborting
+    assert (
+        "The transactions of live queries (lease renewed) are left alone unless --include-live"
+        in aborting
+    )
     assert "(default: 9092)" in help_of("broker")
 
 

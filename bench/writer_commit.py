@@ -16,7 +16,7 @@ Spark's driver calls it. That time holds everything the driver does for a batch:
   ``end_abandoned`` (other queries' long-open transactions: none here).
 
 The phases are timed by wrapping those functions of ``writer/commit.py``,
-``writer/lingering.py`` and ``writer/abandoned.py`` in this process (the source is not
+``writer/open_transactions.py`` and ``writer/abandoned.py`` in this process (the source is not
 changed), each without the phases called inside it, so they add up to about the total.
 A second table ends the same number of prepared transactions by hand, looking up every
 coordinator first and then calling ``end_transactions``: it separates the lookups from
@@ -55,13 +55,13 @@ from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
 from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer import abandoned as abandoned_module
 from pyspark_kafka_txn.writer import commit as commit_module
-from pyspark_kafka_txn.writer import lingering as lingering_module
+from pyspark_kafka_txn.writer import open_transactions as open_transactions_module
 from pyspark_kafka_txn.writer.common import connect
 from pyspark_kafka_txn.writer.messages import TaskMessage
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 
 # commit_batch's collaborators, looked up at call time in the globals of the module whose
-# code calls them: writer/commit.py, writer/lingering.py (list_prefix inside
+# code calls them: writer/commit.py, writer/open_transactions.py (list_prefix inside
 # wait_for_listing) or writer/abandoned.py (its read_decision); each is wrapped in every
 # module, those a module does not have are skipped. ListTransactions +
 # DescribeTransactions are list_prefix.
@@ -115,7 +115,7 @@ class PhaseTimer:
 
 def instrument(timer: PhaseTimer) -> None:
     """Wrap commit_batch's collaborators (and FindCoordinator) with ``timer``."""
-    for module in (commit_module, lingering_module, abandoned_module):
+    for module in (commit_module, open_transactions_module, abandoned_module):
         for name in PHASES:
             func = getattr(module, name, None)
             if func is not None:

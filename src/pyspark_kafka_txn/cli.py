@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pyspark_kafka_txn.client.metadata import ClusterClient
     from pyspark_kafka_txn.embedded import ListenerSecurity
     from pyspark_kafka_txn.writer.abandoned import Owner
-    from pyspark_kafka_txn.writer.lingering import OpenTransaction
+    from pyspark_kafka_txn.writer.open_transactions import OpenTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -653,7 +653,7 @@ def _list_or_abort(
         KafkaTxnError,
     )
     from pyspark_kafka_txn.writer.abandoned import owners
-    from pyspark_kafka_txn.writer.lingering import find_open_transactions
+    from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 
     timeout_s: float = args.timeout_s
     where = f"the cluster at {args.bootstrap_servers}"

@@ -29,9 +29,6 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
 
 The protocol client's classes live in :mod:`pyspark_kafka_txn.client.errors` (the client
 must not import the rest of the package) and are re-exported here.
-:class:`~pyspark_kafka_txn.writer.lingering.TransactionNotAbortedError` is defined next to
-the code that raises it (:mod:`pyspark_kafka_txn.writer.lingering`, which imports the
-protocol client) and is not re-exported, so that importing this module stays cheap.
 
 A class that also derives from a built-in exception (``ValueError``, ``TimeoutError``) can
 be caught as either.
@@ -68,6 +65,7 @@ __all__ = [
     "RecordTooLargeError",
     "StallTimeoutError",
     "TransactionError",
+    "TransactionNotAbortedError",
 ]
 
 
@@ -123,3 +121,32 @@ class FormatVersionError(KafkaTxnError):
         self.found = found
         self.oldest = oldest
         self.newest = newest
+
+
+class TransactionNotAbortedError(KafkaTxnError):
+    """An open transaction is still open after the time allowed for ending it.
+
+    Parameters
+    ----------
+    transactional_id, producer_id, producer_epoch, state
+        The transaction as last described.
+    reason
+        What was attempted (no secrets).
+    """
+
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        state: str,
+        reason: str,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.state = state
+        super().__init__(
+            f"transaction {transactional_id!r} (producer id {producer_id}, epoch "
+            f"{producer_epoch}) is still {state}: {reason}"
+        )

@@ -56,7 +56,7 @@ from pyspark_kafka_txn.client.producer import (
     TransactionalProducer,
 )
 from pyspark_kafka_txn.wire import WRITE_TXN_MARKERS
-from pyspark_kafka_txn.writer.lingering import OpenTransaction
+from pyspark_kafka_txn.writer.open_transactions import OpenTransaction
 from tests.support.apache_kafka.tools import kafka_tool
 from tests.support.clients import consume_messages
 from tests.support.lso import assert_nothing_open, pinned_partitions, wait_lso_at_hwm

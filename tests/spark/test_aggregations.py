@@ -39,7 +39,7 @@ from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import wait_until
 from tests.support.clients import txn_producer

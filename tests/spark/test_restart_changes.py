@@ -34,7 +34,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.writer.decision import (
     Decision,
 )
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.writer_kit import (
     ROOT,
     assert_exactly_once,

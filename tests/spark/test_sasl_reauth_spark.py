@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.writer_kit import HANG_S
 from tests.support.acls import committed_values
 from tests.support.apache_kafka import ApacheKafka, Security

@@ -14,6 +14,9 @@ Before the decision record: every task has prepared its transaction and the driv
 recording its decision (its OffsetCommit requests never succeed); the restart, with fewer
 Spark partitions, aborts them all (the partition it no longer has included) and writes
 the batch again, exactly once.
+
+An application killed after its decision and never restarted: another application writing
+under the same prefix finishes its batch once its liveness lease has lapsed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.wire import OFFSET_COMMIT
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import partition_of, query_of
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.liveness import read_lease
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import (
     assert_exactly_once,
@@ -38,6 +42,7 @@ from tests.spark.writer_kit import (
     start_job,
     two_committed_transactions,
     until_alive,
+    wait_until,
 )
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
@@ -120,6 +125,45 @@ def test_kill_before_decision_aborts_and_rewrites_with_fewer_partitions(
     # Every input record exactly once, nothing of the first run; partition 3's transaction
     # was aborted too (nothing open).
     assert_exactly_once(bs, sink, 3, expected)
+    with ClusterClient(bs) as cluster:
+        assert find_open_transactions(cluster, prefix) == []
+
+
+def test_an_application_killed_after_its_decision_is_finished_by_another_one(
+    kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """Application A is killed (SIGKILL) inside ``commit()`` after recording its decision
+    and never restarted; application B, another Spark application writing under the same
+    prefix, runs: A's prepared transactions pin A's output until B's commit finds A's
+    lease lapsed and commits them as A's decision says. A's batch is then visible exactly
+    once, B never fails, nothing is left open."""
+    bs = kafka.bootstrap_servers
+    source, sink, expected = _input(kafka, "g")
+    other_source, other_sink, other_expected = _input(kafka, "h")
+    prefix = f"apps-{uuid.uuid4().hex[:8]}-"  # one prefix for both, as the default is
+    log = tmp_path / "a.log"
+    query, decision = killed_after_decision(
+        kafka,
+        lambda bs: start_job(
+            "writer_job", log, bs, source, sink, str(tmp_path / "a"), prefix, "4",
+            "lingeringTransactionTimeout=4s",
+        ),
+        log,
+        prefix,
+    )  # fmt: skip
+    assert len(decision.handles) >= 2, decision
+    assert reference_rows(bs, sink, 3) == []  # decided, every transaction still open
+    with ClusterClient(bs) as cluster:
+        wait_until(
+            "application A's lease lapsed",
+            lambda: (lease := read_lease(cluster, prefix, query)) is not None and lease.lapsed(),
+        )
+    run_job(
+        "writer_job", tmp_path / "b.log", bs, other_source, other_sink, str(tmp_path / "b"),
+        prefix, "2", "lingeringTransactionTimeout=2s",
+    )  # fmt: skip
+    assert_exactly_once(bs, other_sink, 3, other_expected)
+    assert_exactly_once(bs, sink, 3, expected)  # A's batch, committed by B
     with ClusterClient(bs) as cluster:
         assert find_open_transactions(cluster, prefix) == []
 

@@ -27,7 +27,7 @@ from pyspark_kafka_txn.demo.child import local_spark_env
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of, transactional_id
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.kafka_data import reference_rows
 from tests.support import hang
 from tests.support.hang import LONG_HANG_S

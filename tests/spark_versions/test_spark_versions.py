@@ -40,7 +40,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
-from pyspark_kafka_txn.writer.lingering import find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
 from tests.spark.kafka_data import reference_rows
 from tests.spark.writer_kit import wait_until
 from tests.support.lso import assert_nothing_open

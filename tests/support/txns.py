@@ -14,7 +14,7 @@ from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
-from pyspark_kafka_txn.writer.lingering import OpenTransaction, find_open_transactions
+from pyspark_kafka_txn.writer.open_transactions import OpenTransaction, find_open_transactions
 from tests.support.clients import txn_producer, watermarks
 from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pyspark_kafka_txn.errors as errors
-from pyspark_kafka_txn.writer.lingering import TransactionNotAbortedError
+from pyspark_kafka_txn.errors import TransactionNotAbortedError
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 

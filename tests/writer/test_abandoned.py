@@ -27,9 +27,12 @@ from pyspark_kafka_txn.writer.abandoned import end_command
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import write_decision
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.liveness import read_lease, renew_lease
 from pyspark_kafka_txn.writer.messages import FRESH
+from pyspark_kafka_txn.writer.open_transactions import (
+    abort_open_transaction,
+    find_open_transactions,
+)
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm

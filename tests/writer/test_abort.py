@@ -24,8 +24,11 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.ids import transactional_id
-from pyspark_kafka_txn.writer.lingering import abort_open_transaction, find_open_transactions
 from pyspark_kafka_txn.writer.messages import FRESH
+from pyspark_kafka_txn.writer.open_transactions import (
+    abort_open_transaction,
+    find_open_transactions,
+)
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 from tests.support.clients import watermarks
 from tests.support.lso import assert_nothing_open, lso, pinned_partitions, wait_lso_at_hwm

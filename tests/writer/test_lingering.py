@@ -1,4 +1,4 @@
-"""Lingering transactions: ``writer.lingering`` and ``kafka-txn transactions list|abort``
+"""Lingering transactions: ``writer.open_transactions`` and ``kafka-txn transactions list|abort``
 against embedded clusters over TCP (transaction version 1 and 2, a SASL listener).
 
 A transaction prepared by our producer and never ended pins the LSO of its partitions;
@@ -30,8 +30,8 @@ from pyspark_kafka_txn.client.producer import (
     end_transaction,
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
-from pyspark_kafka_txn.writer.lingering import (
-    TransactionNotAbortedError,
+from pyspark_kafka_txn.errors import TransactionNotAbortedError
+from pyspark_kafka_txn.writer.open_transactions import (
     abort_open_transaction,
     find_open_transactions,
 )
@@ -294,9 +294,7 @@ def test_an_abort_that_fails_exits_1(
     assert pinned_partitions(bs, topic, 1) == {0: ((0, 0), (0, 1))}  # still open: librdkafka
     assert code == 1
     assert out == f"ended 0 of 1 open transaction(s) with prefix '{prefix}'\n"
-    assert (
-        f"could not end '{prefix}0': not authorized: WRITE on TransactionalId '{prefix}0'" in err
-    )
+    assert f"could not end '{prefix}0': not authorized: WRITE on TransactionalId '{prefix}0'" in err
     assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED [53]" in err
     assert err.endswith("1 transaction(s) could not be ended\n")
     with ClusterClient(bs) as cluster:

@@ -219,7 +219,7 @@ def test_empty_retry_leaves_the_older_open_transaction_to_the_driver(
     """Attempt 0 of partition 0 wrote and prepared, then its task failed (no message);
     the retry gets no rows, so it claims no id and does not fence attempt 0's transaction,
     which stays open until the driver aborts it: as a leftover once the batch is committed
-    (:func:`~pyspark_kafka_txn.writer.lingering.abort_leftovers`), or with the batch's
+    (:func:`~pyspark_kafka_txn.writer.abandoned.abort_leftovers`), or with the batch's
     abort."""
     bs, topic, options, who = _first_attempt(target, "empty")
     prefix = options.transactional_id_prefix

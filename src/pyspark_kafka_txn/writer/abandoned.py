@@ -1,6 +1,11 @@
-"""Transactions of other queries under the prefix: ended only when their query is gone.
+"""Transactions left open that the driver ends after a commit: this query's leftovers at
+once, other queries' only when their query is gone.
 
-Run by the driver once a batch is committed (and by nothing else in the writer). Many
+This query's leftovers (:func:`abort_leftovers`): its transactions that the committed batch
+does not hold (an earlier run's, in a partition the replay no longer has, or an attempt
+Spark gave up on) are aborted at once.
+
+Other queries (:func:`end_abandoned`), run by the driver once a batch is committed. Many
 queries share a ``transactionalIdPrefix`` (by default all of them do); their transactional
 ids differ (``{prefix}{Q}-{P}``), so they never fence each other. What one query's commit
 does about another query's open transaction:
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,9 +51,14 @@ from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.common import OPEN_STATES
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
-from pyspark_kafka_txn.writer.ids import query_of, query_prefix, split_transactional_id
-from pyspark_kafka_txn.writer.lingering import OpenTransaction, abort_open_transaction
+from pyspark_kafka_txn.writer.ids import (
+    partition_of,
+    query_of,
+    query_prefix,
+    split_transactional_id,
+)
 from pyspark_kafka_txn.writer.liveness import read_lease
+from pyspark_kafka_txn.writer.open_transactions import OpenTransaction, abort_open_transaction
 
 __all__ = [
     "GONE",
@@ -56,6 +66,7 @@ __all__ = [
     "UNKNOWN",
     "Liveness",
     "Owner",
+    "abort_leftovers",
     "end_abandoned",
     "end_command",
     "end_transaction_of",
@@ -159,7 +170,7 @@ def end_transaction_of(
     cluster: ClusterClient, txn: OpenTransaction, owner: Owner, *, timeout_s: float | None = None
 ) -> str:
     """End ``txn``: commit it when its gone query decided so (``owner.commit``), else abort
-    it (:func:`~.lingering.abort_open_transaction`); return what was done
+    it (:func:`~.open_transactions.abort_open_transaction`); return what was done
     (``committed``, ``aborted`` or, for a transaction its coordinator was already
     completing, ``completed``).
 
@@ -247,3 +258,37 @@ def end_abandoned(cluster: ClusterClient, options: WriterOptions, query_id: str)
             oldest_ms,
             end_command(options.bootstrap_servers, prefix, other),
         )
+
+
+def abort_leftovers(
+    cluster: ClusterClient,
+    prefix: str,
+    query_id: str,
+    decided: Collection[int],
+    still_open: Sequence[OpenTransaction],
+) -> None:
+    """Abort this query's open transactions that the committed batch does not hold.
+
+    The batch is committed and every task of it has ended (the next batch has not
+    started), so a transaction of this query that is still Ongoing, or open in a
+    partition outside the batch's handles, belongs to an earlier run or to an attempt
+    Spark gave up on (a speculative copy being killed): it can only pin the LSO.
+
+    ``decided`` is the batch's Spark partitions; ``still_open`` is
+    this query's open transactions, listed after the batch was committed.
+    """
+    for txn in still_open:
+        tid = txn.transactional_id
+        if query_of(prefix, tid) != query_id:
+            continue
+        if txn.state != TxnState.ONGOING and partition_of(prefix, tid) in decided:
+            continue  # the batch's own transaction, completing
+        logger.warning(
+            "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
+            "this query, not part of the committed batch",
+            tid,
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.state,
+        )
+        abort_open_transaction(cluster, txn)

@@ -18,7 +18,7 @@ driver, abort(messages, B)"):
 While it runs, ``abort()`` renews the query's liveness lease (:mod:`.liveness`).
 
 This module owns the driver's abort only; the commit is :mod:`.commit`, finding and
-aborting open transactions is :mod:`.lingering`.
+aborting open transactions is :mod:`.open_transactions`.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
 from pyspark_kafka_txn.writer.ids import query_of, transactional_id
-from pyspark_kafka_txn.writer.lingering import (
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper
+from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
+from pyspark_kafka_txn.writer.open_transactions import (
     OpenTransaction,
     abort_open_transaction,
     describe_unlisted,
     wait_for_open_transactions,
 )
-from pyspark_kafka_txn.writer.liveness import LeaseKeeper
-from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
 
 __all__ = ["abort_batch", "abort_fresh"]
 
@@ -174,7 +174,7 @@ def _open_unlisted(
     cluster: ClusterClient, tids: list[str]
 ) -> tuple[list[OpenTransaction], list[str]]:
     """Those of ``tids`` (listed by no broker) that their coordinator describes as open,
-    and those whose coordinator cannot say yet (:func:`~.lingering.describe_unlisted`)."""
+    and those whose coordinator cannot say yet (:func:`~.open_transactions.describe_unlisted`)."""
     described, unsure = describe_unlisted(cluster, tids, "transaction of the failed batch")
     found = [
         OpenTransaction.from_description(d)

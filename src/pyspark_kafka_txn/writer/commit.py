@@ -32,7 +32,7 @@ written (``_markers_landed``: no transaction of the batch still in PrepareCommit
 none merely missing from ListTransactions, as the ids of a moving coordinator are), so
 that when ``commit()`` returns the whole batch is visible; the transactions still open
 under this query's id, as last listed, that the batch does not hold are aborted
-(:func:`~.lingering.abort_leftovers`), and the transactions of other queries that are gone
+(:func:`~.abandoned.abort_leftovers`), and the transactions of other queries that are gone
 are ended (:mod:`.abandoned`). A failure of these clean-up steps is a warning: the batch is
 committed, and an error would have a batch write retried and written twice.
 
@@ -64,7 +64,7 @@ from pyspark_kafka_txn.errors import (
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
-from pyspark_kafka_txn.writer.abandoned import end_abandoned
+from pyspark_kafka_txn.writer.abandoned import abort_leftovers, end_abandoned
 from pyspark_kafka_txn.writer.abort import abort_fresh
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
@@ -82,17 +82,16 @@ from pyspark_kafka_txn.writer.decision import (
 )
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held, hold_claim
 from pyspark_kafka_txn.writer.ids import query_prefix, transactional_id
-from pyspark_kafka_txn.writer.lingering import (
+from pyspark_kafka_txn.writer.liveness import LeaseKeeper
+from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
+from pyspark_kafka_txn.writer.open_transactions import (
     LISTED_STATES,
     OpenTransaction,
     PrefixListing,
-    abort_leftovers,
     describe_unlisted,
     list_prefix,
     wait_for_listing,
 )
-from pyspark_kafka_txn.writer.liveness import LeaseKeeper
-from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 
 __all__ = ["commit_batch"]
@@ -505,7 +504,7 @@ def _markers_landed(
 
 def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:
     """Those of ``unlisted`` (committed, but listed by no broker) whose coordinator still
-    completes them or cannot say yet (:func:`~.lingering.describe_unlisted`); the others
+    completes them or cannot say yet (:func:`~.open_transactions.describe_unlisted`); the others
     are added to ``landed`` (an id its coordinator does not know has nothing pending)."""
     described, waiting = describe_unlisted(cluster, unlisted, "commit markers of")
     for tid, description in described.items():

@@ -12,8 +12,8 @@ This module owns:
 * :func:`holds_open`, whether a recorded handle's own transaction is still open.
 
 The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abort` and
-:mod:`.lingering`. No pyspark here: the CLI reaches this module through
-:mod:`.lingering`.
+:mod:`.open_transactions`. No pyspark here: the CLI reaches this module through
+:mod:`.open_transactions`.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from pyspark_kafka_txn.wire import LIST_GROUPS
 from pyspark_kafka_txn.writer.common import OPEN_STATES
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.ids import decision_group
-from pyspark_kafka_txn.writer.lingering import OpenTransaction, abort_open_transaction
+from pyspark_kafka_txn.writer.open_transactions import OpenTransaction, abort_open_transaction
 
 __all__ = ["list_group_ids", "other_prefixes", "refuse_other_prefix"]
 

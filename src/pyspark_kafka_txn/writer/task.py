@@ -16,7 +16,7 @@ For query ``Q``, batch ``B``, Spark partition ``P`` (``docs/design.md``, DESIGN.
    unconditionally, such an attempt could do so *after* its retry did, fence the retry
    and cost it a task failure. No rows at all: message *empty*, no id claimed, nothing
    fenced (a transaction an older attempt left open under the id is aborted by the
-   driver: :func:`~.lingering.abort_leftovers` once the batch is committed, or its
+   driver: :func:`~.abandoned.abort_leftovers` once the batch is committed, or its
    ``abort()``). With rows: InitProducerId (fences every older attempt and aborts what
    it left open), produce the rows, add the batch marker (a transactional offset commit
    of ``B`` to the group named like the transactional id), flush, leave the transaction

@@ -1,13 +1,14 @@
-"""Transactions left open under the prefix: finding and aborting them, and the driver's
-policy for them (the operator's side of FLINK-39218).
+"""Open transactions under a prefix: listing, describing, aborting and waiting for them
+(the tools of the driver's clean-up and of ``kafka-txn transactions``, the operator's side
+of FLINK-39218).
 
 A transaction left open by a writer that is gone for good (a query restarted with a new
 checkpoint, a crashed job whose transactional ids are never used again) pins the Last
 Stable Offset of every partition it wrote to: ``read_committed`` consumers stop there
 until the coordinator's timeout sweep aborts it, and a KIP-939 two-phase-commit
-transaction never times out at all. This module owns both halves of dealing with them.
-
-The mechanism (also the CLI's ``kafka-txn transactions list|abort``):
+transaction never times out at all. This module owns the tools for dealing with them
+(also the CLI's ``kafka-txn transactions list|abort``); when to use them is
+:mod:`.abandoned`'s policy (this query's leftovers, other queries that are gone):
 
 * :func:`find_open_transactions`: ListTransactions on every broker (states Ongoing,
   PrepareCommit, PrepareAbort), ids kept by prefix, then DescribeTransactions for their
@@ -20,31 +21,21 @@ The mechanism (also the CLI's ``kafka-txn transactions list|abort``):
   those the caller waits for is left (:func:`wait_for_listing` when the caller also needs
   the ids listed in a completed state, :func:`list_prefix`).
 
-The policy for this query's own, run by the driver once a batch is committed
-(``docs/design.md``, "Transactions left open by earlier runs and other query ids"):
-
-* :func:`abort_leftovers`: this query's transactions that the committed batch does not
-  hold (an earlier run's, in a partition the replay no longer has, or an attempt Spark
-  gave up on) are aborted at once. Those of *other* query ids are :mod:`.abandoned`'s:
-  ended only once their query's liveness lease lapsed.
-
 Identity of a transaction: transactional id, producer id and start time. With transaction
 version 1 a live producer keeps its epoch across transactions, so the start time is what
 tells "the transaction we found" from "the next one of the same producer"; the abort
 re-describes the id right before its EndTxn and leaves a newer transaction alone. (A
 producer that ends its transaction and starts the next one between that describe and the
-EndTxn can still lose the new one; ``min_age_ms`` in the CLI keeps live writers out of
-reach.)
+EndTxn can still lose the new one; the CLI spares live queries by their liveness lease.)
 
-Only the protocol client, the writer's options, names and decision record, and
-:mod:`.common` are used: no pyspark, no embedded cluster.
+Only the protocol client and :mod:`.common` are used: no pyspark, no embedded cluster.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -59,19 +50,16 @@ from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transacti
 from pyspark_kafka_txn.errors import (
     BrokerError,
     KafkaConnectionError,
-    KafkaTxnError,
     TransactionError,
+    TransactionNotAbortedError,
 )
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES
-from pyspark_kafka_txn.writer.ids import partition_of, query_of
 
 __all__ = [
     "LISTED_STATES",
     "OpenTransaction",
     "PrefixListing",
-    "TransactionNotAbortedError",
-    "abort_leftovers",
     "abort_open_transaction",
     "describe_unlisted",
     "find_open_transactions",
@@ -119,26 +107,6 @@ _LISTING_RANK: dict[str, int] = {
     TxnState.PREPARE_ABORT: 2,
     TxnState.ONGOING: 1,
 }
-
-
-class TransactionNotAbortedError(KafkaTxnError):
-    """An open transaction is still open after the time allowed for ending it.
-
-    Parameters
-    ----------
-    transaction
-        The transaction as last described.
-    reason
-        What was attempted (no secrets).
-    """
-
-    def __init__(self, transaction: OpenTransaction, reason: str) -> None:
-        self.transaction = transaction
-        super().__init__(
-            f"transaction {transaction.transactional_id!r} (producer id "
-            f"{transaction.producer_id}, epoch {transaction.producer_epoch}) is still "
-            f"{transaction.state}: {reason}"
-        )
 
 
 @dataclass(frozen=True)
@@ -389,7 +357,13 @@ def abort_open_transaction(
                 if refused is not None
                 else f"its coordinator did not complete it within {budget:g} s"
             )
-            raise TransactionNotAbortedError(current, reason) from refused
+            raise TransactionNotAbortedError(
+                current.transactional_id,
+                current.producer_id,
+                current.producer_epoch,
+                current.state,
+                reason,
+            ) from refused
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_S)
         current = _still_open(cluster, txn)
@@ -498,37 +472,3 @@ def wait_for_listing(
             return listed
         time.sleep(delay)
         delay = min(delay * 2, _LISTING_MAX_S)
-
-
-def abort_leftovers(
-    cluster: ClusterClient,
-    prefix: str,
-    query_id: str,
-    decided: Collection[int],
-    still_open: Sequence[OpenTransaction],
-) -> None:
-    """Abort this query's open transactions that the committed batch does not hold.
-
-    The batch is committed and every task of it has ended (the next batch has not
-    started), so a transaction of this query that is still Ongoing, or open in a
-    partition outside the batch's handles, belongs to an earlier run or to an attempt
-    Spark gave up on (a speculative copy being killed): it can only pin the LSO.
-
-    ``decided`` is the batch's Spark partitions; ``still_open`` is
-    :func:`find_open_transactions` under the prefix, listed after the batch was committed.
-    """
-    for txn in still_open:
-        tid = txn.transactional_id
-        if query_of(prefix, tid) != query_id:
-            continue
-        if txn.state != TxnState.ONGOING and partition_of(prefix, tid) in decided:
-            continue  # the batch's own transaction, completing
-        logger.warning(
-            "aborting %s (producer %d, epoch %d, state %s): left open by an earlier run of "
-            "this query, not part of the committed batch",
-            tid,
-            txn.producer_id,
-            txn.producer_epoch,
-            txn.state,
-        )
-        abort_open_transaction(cluster, txn)

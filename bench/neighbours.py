@@ -142,7 +142,6 @@ class NeighbourPlan:
     rows: int
     size: int
     hold_s: float
-    lingering_ms: int | None
     run: bool
 
 
@@ -157,7 +156,7 @@ def neighbour_main(
     """A neighbour query's loop (in its own process): while ``active`` is set, write and
     commit batches, counting them in ``batches``; ``busy`` is 1 while a batch is open."""
     query = Query(
-        writer_options(plan.bootstrap, plan.topic, plan.lingering_ms),
+        writer_options(plan.bootstrap, plan.topic, None),
         plan.tasks,
         values(plan.rows, plan.size),
         str(uuid.uuid4()) if plan.run else None,
@@ -366,7 +365,6 @@ def run(bootstrap: str, args: argparse.Namespace) -> tuple[list[Batch], list[Pha
         args.rows,
         args.size,
         args.hold_ms / 1000,
-        args.lingering_ms,
         not args.no_run,
     )
     rows = values(args.rows, args.size)
@@ -569,8 +567,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--lingering-ms",
         type=int,
-        help="lingeringTransactionTimeout of every query (default: the option's, 60 s); "
-        "below --hold-ms the commits look at the neighbours' leases",
+        help="lingeringTransactionTimeout of the measured query (default: the option's, "
+        "60 s); below --hold-ms its commits read the leases of the neighbours, whose "
+        "transactions are then open longer (they keep the default lease: they stay live)",
     )
     p.add_argument(
         "--no-run",

@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat maven bench bench-compare chaos compat spark-versions clean
+.PHONY: demo test lint check-python venv kcat maven bench bench-compare bench-neighbours chaos compat spark-versions clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -110,6 +110,13 @@ bench: $(STAMP)
 # the goals met or missed. About 30 minutes; BENCH_ARGS="--quick" for a try-out.
 bench-compare: $(STAMP) maven
 	$(PY) bench/compare.py --also-option minRecordsPerPartition=20000 --report bench-compare.md $(BENCH_ARGS)
+
+# One query's commit time with 0, 1, 4 and 16 other queries writing beside it under the
+# same transactionalIdPrefix (issue 32): KAFKA=apache (default: embedded) for Apache Kafka
+# from Maven Central. Writes bench-neighbours.md and bench-neighbours.json; BENCH_ARGS
+# passes more options (e.g. "--rounds 1 --batches 2" for a try-out).
+bench-neighbours: $(STAMP) $(if $(filter apache,$(KAFKA)),maven)
+	$(PY) bench/neighbours.py --kafka $(KAFKA) --report bench-neighbours.md --json bench-neighbours.json $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -57,7 +57,30 @@ def pytest_configure(config: pytest.Config) -> None:
 DRIVER_KILLS_ON_APACHE = os.environ.get("KAFKA_TXN_DRIVER_KILLS") == "apache"
 
 
+def _own_target_fixtures(items: list[pytest.Item]) -> list[str]:
+    """Tests whose ``kafka`` (or ``kafka_tv1``, ``kafka_tv2``, ``kafka3``) is not this
+    module's fixture: a module or conftest that defines its own of that name would run on
+    the embedded cluster while the Apache Kafka leg counts it as an Apache Kafka pass."""
+    out: list[str] = []
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in TARGET_FIXTURES & set(getattr(item, "fixturenames", ())):
+            defs = info.name2fixturedefs.get(name) or ()
+            if defs and defs[-1].func.__module__ != __name__:
+                out.append(f"{item.nodeid} ({name} from {defs[-1].func.__module__})")
+    return out
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shadowed = _own_target_fixtures(items)
+    if shadowed:
+        raise pytest.UsageError(
+            "these tests use a fixture named like the session's cluster but defined "
+            "elsewhere (rename it: only tests/conftest.py's choose the cluster): "
+            + "; ".join(shadowed[:5])
+        )
     if TARGET == "embedded":
         if DRIVER_KILLS_ON_APACHE:
             kills = [i for i in items if i.get_closest_marker("driver_kill") is not None]

@@ -40,7 +40,7 @@ def cluster3() -> Iterator[EmbeddedKafka]:
 
 
 @pytest.fixture
-def kafka3(cluster3: EmbeddedKafka) -> Iterator[EmbeddedKafka]:
+def nodes3(cluster3: EmbeddedKafka) -> Iterator[EmbeddedKafka]:
     cluster3.clear_faults()
     yield cluster3
     assert_no_internal_errors(cluster3)
@@ -96,10 +96,10 @@ def _init_producer_id(address: tuple[str, int], tid: str) -> ErrorCode:
     return code
 
 
-def test_leaders_and_coordinators_spread_over_nodes(kafka3: EmbeddedKafka) -> None:
+def test_leaders_and_coordinators_spread_over_nodes(nodes3: EmbeddedKafka) -> None:
     topic = f"spread-{uuid.uuid4().hex[:8]}"
-    kafka3.create_topic(topic, 6)
-    metadata = AdminClient({"bootstrap.servers": kafka3.bootstrap_servers}).list_topics(timeout=10)
+    nodes3.create_topic(topic, 6)
+    metadata = AdminClient({"bootstrap.servers": nodes3.bootstrap_servers}).list_topics(timeout=10)
     assert sorted(metadata.brokers) == [0, 1, 2]
     leaders = [p.leader for _, p in sorted(metadata.topics[topic].partitions.items())]
     assert sorted(set(leaders)) == [0, 1, 2]
@@ -107,33 +107,33 @@ def test_leaders_and_coordinators_spread_over_nodes(kafka3: EmbeddedKafka) -> No
     # FindCoordinator agrees on every node, and ids land on every node.
     for node in range(BROKERS):
         for key_type, prefix in ((COORDINATOR_TXN, "tid"), (COORDINATOR_GROUP, "grp")):
-            key = _key_on(kafka3, key_type, node, prefix)
+            key = _key_on(nodes3, key_type, node, prefix)
             for asked in range(BROKERS):
-                assert _find_coordinator(_address(kafka3, asked), key_type, key) == (
+                assert _find_coordinator(_address(nodes3, asked), key_type, key) == (
                     ErrorCode.none,
                     node,
                 )
 
 
-def test_wrong_node_answers_not_leader_and_not_coordinator(kafka3: EmbeddedKafka) -> None:
+def test_wrong_node_answers_not_leader_and_not_coordinator(nodes3: EmbeddedKafka) -> None:
     topic = f"wrong-{uuid.uuid4().hex[:8]}"
-    kafka3.create_topic(topic, 1)
-    leader = kafka3.call(lambda c: c.leader(topic, 0))
+    nodes3.create_topic(topic, 1)
+    leader = nodes3.call(lambda c: c.leader(topic, 0))
     for node in range(BROKERS):
         expected = ErrorCode.none if node == leader else ErrorCode.not_leader_or_follower
-        assert _raw_produce(_address(kafka3, node), topic, 0) is expected
-    assert kafka3.offsets(topic, 0)["high_watermark"] == 1  # only the leader appended
-    tid = _key_on(kafka3, COORDINATOR_TXN, 1, "tid")
-    assert _init_producer_id(_address(kafka3, 0), tid) is ErrorCode.not_coordinator
-    assert _init_producer_id(_address(kafka3, 2), tid) is ErrorCode.not_coordinator
-    assert _init_producer_id(_address(kafka3, 1), tid) is ErrorCode.none
-    kafka3.move_coordinator("transaction", tid, 2)
-    assert _find_coordinator(_address(kafka3, 0), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)
-    assert _init_producer_id(_address(kafka3, 1), tid) is ErrorCode.not_coordinator
-    assert _init_producer_id(_address(kafka3, 2), tid) is ErrorCode.none
-    kafka3.move_leader(topic, 0, (leader + 1) % BROKERS)
-    assert _raw_produce(_address(kafka3, leader), topic, 0) is ErrorCode.not_leader_or_follower
-    assert _raw_produce(_address(kafka3, (leader + 1) % BROKERS), topic, 0) is ErrorCode.none
+        assert _raw_produce(_address(nodes3, node), topic, 0) is expected
+    assert nodes3.offsets(topic, 0)["high_watermark"] == 1  # only the leader appended
+    tid = _key_on(nodes3, COORDINATOR_TXN, 1, "tid")
+    assert _init_producer_id(_address(nodes3, 0), tid) is ErrorCode.not_coordinator
+    assert _init_producer_id(_address(nodes3, 2), tid) is ErrorCode.not_coordinator
+    assert _init_producer_id(_address(nodes3, 1), tid) is ErrorCode.none
+    nodes3.move_coordinator("transaction", tid, 2)
+    assert _find_coordinator(_address(nodes3, 0), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)
+    assert _init_producer_id(_address(nodes3, 1), tid) is ErrorCode.not_coordinator
+    assert _init_producer_id(_address(nodes3, 2), tid) is ErrorCode.none
+    nodes3.move_leader(topic, 0, (leader + 1) % BROKERS)
+    assert _raw_produce(_address(nodes3, leader), topic, 0) is ErrorCode.not_leader_or_follower
+    assert _raw_produce(_address(nodes3, (leader + 1) % BROKERS), topic, 0) is ErrorCode.none
 
 
 def _listed(address: tuple[str, int]) -> tuple[ErrorCode, dict[str, str]]:
@@ -150,7 +150,7 @@ def _listed(address: tuple[str, int]) -> tuple[ErrorCode, dict[str, str]]:
     }
 
 
-def test_coordinator_handover_answers_as_kafka_does(kafka3: EmbeddedKafka) -> None:
+def test_coordinator_handover_answers_as_kafka_does(nodes3: EmbeddedKafka) -> None:
     """A transaction coordinator's move as a handover (``unowned_s``, ``loading_s``), as
     Kafka's ``TransactionStateManager`` answers while a ``__transaction_state`` partition
     changes leader: FindCoordinator names the new node at once; first no node owns the
@@ -159,17 +159,17 @@ def test_coordinator_handover_answers_as_kafka_does(kafka3: EmbeddedKafka) -> No
     for ListTransactions on it, and for its ids); a transaction in PrepareCommit is
     completed (its markers written) only once the new node has loaded the partition."""
     topic = f"handover-{uuid.uuid4().hex[:8]}"
-    kafka3.create_topic(topic, 1)
-    bs = kafka3.bootstrap_servers
-    tid = _key_on(kafka3, COORDINATOR_TXN, 0, "tid")
-    addresses = [_address(kafka3, n) for n in range(BROKERS)]
+    nodes3.create_topic(topic, 1)
+    bs = nodes3.bootstrap_servers
+    tid = _key_on(nodes3, COORDINATOR_TXN, 0, "tid")
+    addresses = [_address(nodes3, n) for n in range(BROKERS)]
     producer = txn_producer(bs, tid)
     producer.begin_transaction()
     producer.produce(topic, value=b"v", partition=0)
-    kafka3.set_marker_delay(0.2)
+    nodes3.set_marker_delay(0.2)
     try:
         producer.commit_transaction(30)  # PrepareCommit; markers 0.2 s later
-        kafka3.move_coordinator("transaction", tid, 1, unowned_s=2.0, loading_s=2.0)
+        nodes3.move_coordinator("transaction", tid, 1, unowned_s=2.0, loading_s=2.0)
         assert _find_coordinator(addresses[2], COORDINATOR_TXN, tid) == (ErrorCode.none, 1)
         for address in addresses:
             code, listed = _listed(address)
@@ -191,7 +191,7 @@ def test_coordinator_handover_answers_as_kafka_does(kafka3: EmbeddedKafka) -> No
         )
         assert watermarks(bs, topic, 0, "read_committed")[1] == 2  # the record and its marker
     finally:
-        kafka3.set_marker_delay(0.0)
+        nodes3.set_marker_delay(0.0)
         producer.flush(1)
 
 
@@ -262,12 +262,12 @@ def _topic_and_producer(
     return topic, tid, producer
 
 
-def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> None:
+def test_moving_leaders_and_coordinators_mid_stream(nodes3: EmbeddedKafka) -> None:
     partitions = 3
-    topic, tid, producer = _topic_and_producer(kafka3, "move", partitions)
-    bs = kafka3.bootstrap_servers
+    topic, tid, producer = _topic_and_producer(nodes3, "move", partitions)
+    bs = nodes3.bootstrap_servers
     reader = _Reader(bs, topic, partitions)
-    group = _key_on(kafka3, COORDINATOR_GROUP, 1, "grp")
+    group = _key_on(nodes3, COORDINATOR_GROUP, 1, "grp")
     offsets_consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
     group_metadata = offsets_consumer.consumer_group_metadata()
     expected: list[bytes] = []
@@ -279,12 +279,12 @@ def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> No
         producer.flush(10)
         # Mid-transaction: move one partition's leader and the transaction coordinator.
         moved = round_ % partitions
-        leader = kafka3.call(lambda c, p=moved: c.leader(topic, p))  # type: ignore[misc]
-        kafka3.move_leader(topic, moved, (leader + 1) % BROKERS)
-        kafka3.move_coordinator("transaction", tid, (round_ + 1) % BROKERS)
+        leader = nodes3.call(lambda c, p=moved: c.leader(topic, p))  # type: ignore[misc]
+        nodes3.move_leader(topic, moved, (leader + 1) % BROKERS)
+        nodes3.move_coordinator("transaction", tid, (round_ + 1) % BROKERS)
         for i, value in enumerate(values[3:]):
             producer.produce(topic, value=value, partition=i % partitions)
-        kafka3.move_coordinator("group", group, (round_ + 2) % BROKERS)
+        nodes3.move_coordinator("group", group, (round_ + 2) % BROKERS)
         producer.send_offsets_to_transaction(
             [TopicPartition(topic, 0, round_ + 1)], group_metadata, 30
         )
@@ -294,7 +294,7 @@ def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> No
     got = reader.until(len(expected), timeout_s=20)
     assert sorted(got) == sorted(expected)
     assert len(got) == len(expected)
-    epochs = kafka3.call(lambda c: [p.leader_epoch for p in c.topics[topic].partitions])
+    epochs = nodes3.call(lambda c: [p.leader_epoch for p in c.topics[topic].partitions])
     assert epochs == [2, 2, 2]
     offsets_consumer.close()
     # A fresh consumer: the first one's cached coordinator has moved away meanwhile.
@@ -305,10 +305,10 @@ def test_moving_leaders_and_coordinators_mid_stream(kafka3: EmbeddedKafka) -> No
 
 
 @pytest.mark.parametrize("victim", ["leader", "coordinator"])
-def test_stopped_and_restarted_broker(kafka3: EmbeddedKafka, victim: str) -> None:
+def test_stopped_and_restarted_broker(nodes3: EmbeddedKafka, victim: str) -> None:
     partitions = 3
-    topic, tid, producer = _topic_and_producer(kafka3, "stop", partitions)
-    bs = kafka3.bootstrap_servers
+    topic, tid, producer = _topic_and_producer(nodes3, "stop", partitions)
+    bs = nodes3.bootstrap_servers
     # Broker 2 leads one partition; broker 0 coordinates the transaction.
     node = 2 if victim == "leader" else 0
     first = [f"a-{i}".encode() for i in range(6)]
@@ -320,26 +320,26 @@ def test_stopped_and_restarted_broker(kafka3: EmbeddedKafka, victim: str) -> Non
     for i, value in enumerate(second[:3]):
         producer.produce(topic, value=value, partition=i % partitions)
     producer.flush(10)
-    kafka3.stop_broker(node)
-    assert str(_address(kafka3, node)[1]) not in kafka3.bootstrap_servers
+    nodes3.stop_broker(node)
+    assert str(_address(nodes3, node)[1]) not in nodes3.bootstrap_servers
     live = next(n for n in range(BROKERS) if n != node)
-    host, port = _address(kafka3, live)
+    host, port = _address(nodes3, live)
     metadata = AdminClient({"bootstrap.servers": f"{host}:{port}"}).list_topics(topic, timeout=10)
     assert node not in metadata.brokers
     if victim == "leader":  # one replica: its partition has no leader until it is back
         down = [p for p in metadata.topics[topic].partitions.values() if p.leader == -1]
         assert [p.error.code() for p in down] == [KafkaError.LEADER_NOT_AVAILABLE]
     else:
-        assert _find_coordinator(_address(kafka3, live), COORDINATOR_TXN, tid) == (
+        assert _find_coordinator(_address(nodes3, live), COORDINATOR_TXN, tid) == (
             ErrorCode.coordinator_not_available,
             -1,
         )
     for i, value in enumerate(second[3:]):
         producer.produce(topic, value=value, partition=i % partitions)
     reader.poll(1.0)
-    kafka3.start_broker(node)
+    nodes3.start_broker(node)
     producer.commit_transaction(30)
-    kafka3.restart_broker(node)
+    nodes3.restart_broker(node)
     third = [f"c-{i}".encode() for i in range(6)]
     _produce_txn(producer, topic, third, partitions)
     got = reader.until(18, timeout_s=20)
@@ -347,14 +347,14 @@ def test_stopped_and_restarted_broker(kafka3: EmbeddedKafka, victim: str) -> Non
     assert len(got) == 18
 
 
-def test_fault_rules_filter_by_node(kafka3: EmbeddedKafka) -> None:
-    tid = _key_on(kafka3, COORDINATOR_TXN, 2, "tid")
-    rule = kafka3.fail_requests("FindCoordinator", "coordinator_load_in_progress", node=1)
-    assert _find_coordinator(_address(kafka3, 0), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)
+def test_fault_rules_filter_by_node(nodes3: EmbeddedKafka) -> None:
+    tid = _key_on(nodes3, COORDINATOR_TXN, 2, "tid")
+    rule = nodes3.fail_requests("FindCoordinator", "coordinator_load_in_progress", node=1)
+    assert _find_coordinator(_address(nodes3, 0), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)
     assert rule.hits == 0
-    assert _find_coordinator(_address(kafka3, 1), COORDINATOR_TXN, tid) == (
+    assert _find_coordinator(_address(nodes3, 1), COORDINATOR_TXN, tid) == (
         ErrorCode.coordinator_load_in_progress,
         -1,
     )
     assert rule.hits == 1
-    assert _find_coordinator(_address(kafka3, 1), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)
+    assert _find_coordinator(_address(nodes3, 1), COORDINATOR_TXN, tid) == (ErrorCode.none, 2)

@@ -37,29 +37,32 @@ SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 HANG_S = 60.0  # hang detector, never a timing assertion
 
 
-def _conf(kafka: EmbeddedKafka, user: str, password: str, mechanism: str) -> dict[str, Any]:
-    return dict(sasl_conf(kafka.bootstrap_servers, mechanism, user, password))
+def _conf(scram_cluster: EmbeddedKafka, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return dict(sasl_conf(scram_cluster.bootstrap_servers, mechanism, user, password))
 
 
-def _admin(kafka: EmbeddedKafka) -> AdminClient:
-    return AdminClient(_conf(kafka, *ADMIN, "SCRAM-SHA-512"))
+def _admin(scram_cluster: EmbeddedKafka) -> AdminClient:
+    return AdminClient(_conf(scram_cluster, *ADMIN, "SCRAM-SHA-512"))
 
 
 @pytest.fixture
-def kafka(tmp_path: Path) -> Iterator[EmbeddedKafka]:
+def scram_cluster(tmp_path: Path) -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN]))
     with CheckedKafka(security=security, data_dir=tmp_path / "data") as cluster:
         cluster.create_topic("t", 1)
         yield cluster
 
 
-def _authenticates(kafka: EmbeddedKafka, user: str, password: str, mechanism: str) -> bool:
+def _authenticates(scram_cluster: EmbeddedKafka, user: str, password: str, mechanism: str) -> bool:
     """Whether a producer with these credentials gets a record acknowledged (True) or
     an authentication error (False), whichever comes first."""
     codes: list[int] = []
     delivered: list[object] = []
     producer = Producer(
-        {**_conf(kafka, user, password, mechanism), "error_cb": lambda e: codes.append(e.code())}
+        {
+            **_conf(scram_cluster, user, password, mechanism),
+            "error_cb": lambda e: codes.append(e.code()),
+        }
     )
     producer.produce("t", b"x", on_delivery=lambda err, _m: delivered.append(err))
     deadline = time.monotonic() + HANG_S
@@ -90,18 +93,18 @@ def _code(error: Exception | None) -> int | None:
     return None if error is None else error.args[0].code()
 
 
-def test_users_created_and_deleted_at_run_time(kafka: EmbeddedKafka) -> None:
-    admin = _admin(kafka)
+def test_users_created_and_deleted_at_run_time(scram_cluster: EmbeddedKafka) -> None:
+    admin = _admin(scram_cluster)
     user = f"u{uuid.uuid4().hex[:6]}"
-    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
+    assert not _authenticates(scram_cluster, user, "pw-1", "SCRAM-SHA-256")
 
     created = _alter(
         admin, UserScramCredentialUpsertion(user, ScramCredentialInfo(SHA256, 8192), b"pw-1")
     )
     assert created == {user: None}
-    assert _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
-    assert not _authenticates(kafka, user, "wrong", "SCRAM-SHA-256")
-    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-512")  # no credential there
+    assert _authenticates(scram_cluster, user, "pw-1", "SCRAM-SHA-256")
+    assert not _authenticates(scram_cluster, user, "wrong", "SCRAM-SHA-256")
+    assert not _authenticates(scram_cluster, user, "pw-1", "SCRAM-SHA-512")  # no credential there
 
     # (its stubs return a future or a dict of them, whichever the call gets)
     described = admin.describe_user_scram_credentials([user])[user].result(30)  # type: ignore[index]
@@ -112,14 +115,14 @@ def test_users_created_and_deleted_at_run_time(kafka: EmbeddedKafka) -> None:
     assert set(everyone) == {ADMIN[0], user}
 
     assert _alter(admin, UserScramCredentialDeletion(user, SHA256)) == {user: None}
-    assert not _authenticates(kafka, user, "pw-1", "SCRAM-SHA-256")
+    assert not _authenticates(scram_cluster, user, "pw-1", "SCRAM-SHA-256")
     with pytest.raises(KafkaException) as gone:
         admin.describe_user_scram_credentials([user])[user].result(30)  # type: ignore[index]
     assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 
-def test_kafka_checks_on_alterations(kafka: EmbeddedKafka) -> None:
-    admin = _admin(kafka)
+def test_kafka_checks_on_alterations(scram_cluster: EmbeddedKafka) -> None:
+    admin = _admin(scram_cluster)
     few, missing, twice = (f"u{uuid.uuid4().hex[:6]}" for _ in range(3))
     results = _alter(
         admin,
@@ -139,23 +142,23 @@ def test_kafka_checks_on_alterations(kafka: EmbeddedKafka) -> None:
     assert set(everyone) == {ADMIN[0]}
 
 
-def test_credentials_survive_a_restart(kafka: EmbeddedKafka) -> None:
-    admin = _admin(kafka)
+def test_credentials_survive_a_restart(scram_cluster: EmbeddedKafka) -> None:
+    admin = _admin(scram_cluster)
     user = f"u{uuid.uuid4().hex[:6]}"
     assert _alter(
         admin, UserScramCredentialUpsertion(user, ScramCredentialInfo(SHA512, 4096), b"pw")
     ) == {user: None}
-    kafka.restart()
-    assert _authenticates(kafka, user, "pw", "SCRAM-SHA-512")
+    scram_cluster.restart()
+    assert _authenticates(scram_cluster, user, "pw", "SCRAM-SHA-512")
 
 
-def test_java_admin_manages_scram_users(kafka: EmbeddedKafka) -> None:
+def test_java_admin_manages_scram_users(scram_cluster: EmbeddedKafka) -> None:
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{ADMIN[0]}" password="{ADMIN[1]}";'
     )
     java = JavaClient(
-        kafka.bootstrap_servers,
+        scram_cluster.bootstrap_servers,
         "security.protocol=SASL_PLAINTEXT",
         "sasl.mechanism=SCRAM-SHA-512",
         f"sasl.jaas.config={jaas}",
@@ -167,8 +170,8 @@ def test_java_admin_manages_scram_users(kafka: EmbeddedKafka) -> None:
     finally:
         java.close()
     # The Java client's salted password is what librdkafka's login is checked against.
-    assert _authenticates(kafka, user, "java-pw", "SCRAM-SHA-256")
-    assert not _authenticates(kafka, user, "other", "SCRAM-SHA-256")
+    assert _authenticates(scram_cluster, user, "java-pw", "SCRAM-SHA-256")
+    assert not _authenticates(scram_cluster, user, "other", "SCRAM-SHA-256")
 
 
 def test_describe_needs_describe_on_the_cluster() -> None:
@@ -178,13 +181,15 @@ def test_describe_needs_describe_on_the_cluster() -> None:
     on this refusal, so the Java client checks it.)"""
     reader = ("reader", "reader-secret")
     security = ListenerSecurity(protocol="SASL_PLAINTEXT", users=dict([ADMIN, reader]))
-    with CheckedKafka(security=security, authorizer=True, super_users=("User:admin",)) as kafka:
+    with CheckedKafka(
+        security=security, authorizer=True, super_users=("User:admin",)
+    ) as scram_cluster:
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{reader[0]}" password="{reader[1]}";'
         )
         java = JavaClient(
-            kafka.bootstrap_servers,
+            scram_cluster.bootstrap_servers,
             "security.protocol=SASL_PLAINTEXT",
             "sasl.mechanism=SCRAM-SHA-512",
             f"sasl.jaas.config={jaas}",
@@ -197,7 +202,7 @@ def test_describe_needs_describe_on_the_cluster() -> None:
             grant = allow(
                 ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE, "User:reader"
             )
-            admin = _admin(kafka)
+            admin = _admin(scram_cluster)
             for future in admin.create_acls([grant], request_timeout=30).values():
                 future.result(30)
             assert java.call("scramdescribe", ADMIN[0]) == [

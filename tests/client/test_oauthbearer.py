@@ -34,7 +34,7 @@ PROVIDER = "tests.support.oauth:alice_token"
 
 
 @pytest.fixture(scope="module")
-def kafka() -> Iterator[EmbeddedKafka]:
+def oauth_cluster() -> Iterator[EmbeddedKafka]:
     security = ListenerSecurity(
         protocol="SASL_PLAINTEXT",
         sasl_mechanisms=("OAUTHBEARER", "PLAIN"),
@@ -65,12 +65,12 @@ def _rows(n: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([values], names=["value"])
 
 
-def _write_and_read(kafka: EmbeddedKafka, options: dict[str, str]) -> list[bytes | None]:
+def _write_and_read(oauth_cluster: EmbeddedKafka, options: dict[str, str]) -> list[bytes | None]:
     """Create a topic and write a transaction through the client, read it with librdkafka
     configured from the same options (the reader's translation)."""
     topic = f"oauth-{uuid.uuid4().hex[:8]}"
     config = ProducerConfig.from_options({**options, "transactional.id": f"t-{topic}"})
-    with ClusterClient(kafka.bootstrap_servers, config.connection_config()) as cluster:
+    with ClusterClient(oauth_cluster.bootstrap_servers, config.connection_config()) as cluster:
         create_topics(cluster, {topic: 1})
     with TransactionalProducer(config) as producer:
         producer.init_transactions()
@@ -81,7 +81,7 @@ def _write_and_read(kafka: EmbeddedKafka, options: dict[str, str]) -> list[bytes
     params = librdkafka_params(kafka_options, rejected={}, handled=frozenset())
     conf = librdkafka_client_config(params)
     assert "oauth_cb" in conf and "sasl.jaas.config" not in conf
-    return [v for _, _, v in consume_all(kafka.bootstrap_servers, topic, 1, **conf)]
+    return [v for _, _, v in consume_all(oauth_cluster.bootstrap_servers, topic, 1, **conf)]
 
 
 #: SASL extensions as Confluent Cloud wants them (KIP-342), beside a provider's token.
@@ -92,37 +92,39 @@ EXTENSIONS = (
 
 
 @pytest.mark.parametrize("extensions", [False, True])
-def test_provider_token_writes_and_reads(kafka: EmbeddedKafka, extensions: bool) -> None:
-    options = _options(kafka.bootstrap_servers, **{"sasl.oauthbearer.token.provider": PROVIDER})
+def test_provider_token_writes_and_reads(oauth_cluster: EmbeddedKafka, extensions: bool) -> None:
+    options = _options(
+        oauth_cluster.bootstrap_servers, **{"sasl.oauthbearer.token.provider": PROVIDER}
+    )
     if extensions:
         options["sasl.jaas.config"] = EXTENSIONS
-    assert _write_and_read(kafka, options) == [b"v0", b"v1", b"v2"]
+    assert _write_and_read(oauth_cluster, options) == [b"v0", b"v1", b"v2"]
 
 
 @pytest.mark.parametrize("provider", ["alice_token_ms", "alice_token_only"])
-def test_provider_expiry_forms(kafka: EmbeddedKafka, provider: str) -> None:
+def test_provider_expiry_forms(oauth_cluster: EmbeddedKafka, provider: str) -> None:
     options = _options(
-        kafka.bootstrap_servers,
+        oauth_cluster.bootstrap_servers,
         **{"sasl.oauthbearer.token.provider": f"tests.support.oauth:{provider}"},
     )
     config = ProducerConfig.from_options({**options, "transactional.id": "x"})
-    with ClusterClient(kafka.bootstrap_servers, config.connection_config()) as cluster:
+    with ClusterClient(oauth_cluster.bootstrap_servers, config.connection_config()) as cluster:
         cluster.refresh()
 
 
 def test_client_credentials_write_and_read(
-    kafka: EmbeddedKafka, caplog: pytest.LogCaptureFixture
+    oauth_cluster: EmbeddedKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with token_endpoint(CLIENT, SECRET) as endpoint:
         options = _options(
-            kafka.bootstrap_servers,
+            oauth_cluster.bootstrap_servers,
             **{
                 "sasl.oauthbearer.token.endpoint.url": endpoint.url,
                 "sasl.jaas.config": oauth_jaas(CLIENT, SECRET, scope="kafka"),
             },
         )
-        assert _write_and_read(kafka, options) == [b"v0", b"v1", b"v2"]
+        assert _write_and_read(oauth_cluster, options) == [b"v0", b"v1", b"v2"]
         # One token per process and source, reused by every connection until near expiry.
         assert endpoint.requests == [{"grant_type": "client_credentials", "scope": "kafka"}]
         issued = endpoint.issued[0]
@@ -130,13 +132,13 @@ def test_client_credentials_write_and_read(
 
 
 def test_wrong_client_secret_fails_naming_the_mechanism(
-    kafka: EmbeddedKafka, caplog: pytest.LogCaptureFixture
+    oauth_cluster: EmbeddedKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = f"wrong-{SECRET}"
     with token_endpoint(CLIENT, SECRET) as endpoint:
         options = _options(
-            kafka.bootstrap_servers,
+            oauth_cluster.bootstrap_servers,
             **{
                 "sasl.oauthbearer.token.endpoint.url": endpoint.url,
                 "sasl.jaas.config": oauth_jaas(CLIENT, wrong),
@@ -147,7 +149,7 @@ def test_wrong_client_secret_fails_naming_the_mechanism(
         assert wrong not in repr(config)
         with (
             pytest.raises(AuthenticationError, match=r"OAUTHBEARER.*HTTP 401") as info,
-            ClusterClient(kafka.bootstrap_servers, config.connection_config()) as cluster,
+            ClusterClient(oauth_cluster.bootstrap_servers, config.connection_config()) as cluster,
         ):
             cluster.refresh()
     for text in (str(info.value), repr(info.value), caplog.text):
@@ -159,17 +161,17 @@ def test_wrong_client_secret_fails_naming_the_mechanism(
     [("expired_token", "expired"), ("failing_provider", "RuntimeError")],
 )
 def test_bad_token_fails_naming_the_mechanism(
-    kafka: EmbeddedKafka, caplog: pytest.LogCaptureFixture, provider: str, reason: str
+    oauth_cluster: EmbeddedKafka, caplog: pytest.LogCaptureFixture, provider: str, reason: str
 ) -> None:
     caplog.set_level(logging.DEBUG)
     options = _options(
-        kafka.bootstrap_servers,
+        oauth_cluster.bootstrap_servers,
         **{"sasl.oauthbearer.token.provider": f"tests.support.oauth:{provider}"},
     )
     config = ProducerConfig.from_options({**options, "transactional.id": "t"})
     with (
         pytest.raises(AuthenticationError, match=f"OAUTHBEARER.*{reason}") as info,
-        ClusterClient(kafka.bootstrap_servers, config.connection_config()) as cluster,
+        ClusterClient(oauth_cluster.bootstrap_servers, config.connection_config()) as cluster,
     ):
         cluster.refresh()
     header_and_claims = unsecured_jwt()[:40]  # every token of the kit starts alike
@@ -178,7 +180,7 @@ def test_bad_token_fails_naming_the_mechanism(
         assert "provider-internal-secret" not in text
 
 
-def test_librdkafka_with_an_expired_token_is_refused(kafka: EmbeddedKafka) -> None:
+def test_librdkafka_with_an_expired_token_is_refused(oauth_cluster: EmbeddedKafka) -> None:
     params = librdkafka_params(
         {
             "security.protocol": "SASL_PLAINTEXT",
@@ -192,7 +194,7 @@ def test_librdkafka_with_an_expired_token_is_refused(kafka: EmbeddedKafka) -> No
     consumer = Consumer(
         {
             **librdkafka_client_config(params),
-            "bootstrap.servers": kafka.bootstrap_servers,
+            "bootstrap.servers": oauth_cluster.bootstrap_servers,
             "group.id": "g",
             "error_cb": lambda e: errors.append(str(e)),
         }

@@ -54,19 +54,19 @@ HANG_S = 60.0  # hang detector, never a timing assertion
 
 
 @pytest.fixture(scope="module")
-def kafka() -> Iterator[EmbeddedKafka]:
+def expiring() -> Iterator[EmbeddedKafka]:
     with EmbeddedKafka(transaction_abort_interval_ms=200) as cluster:
         yield cluster
         errors = cluster.call(lambda c: list(c.internal_errors))
         assert not errors, f"embedded broker internal errors: {errors}"
 
 
-def _options(kafka: EmbeddedKafka, topic: str) -> WriterOptions:
+def _options(expiring: EmbeddedKafka, topic: str) -> WriterOptions:
     extra = {
         "kafka.transaction.timeout.ms": str(TIMEOUT_MS),
         "kafka.transaction.two.phase.commit.enable": "false",
     }
-    return writer_options(kafka.bootstrap_servers, topic, fresh_prefix("x"), extra)
+    return writer_options(expiring.bootstrap_servers, topic, fresh_prefix("x"), extra)
 
 
 def _run(options: WriterOptions, query: str, spark_partitions: int) -> list[TaskMessage]:
@@ -111,18 +111,20 @@ def _decide(options: WriterOptions, query: str) -> dict[int, Handle]:
     return handles
 
 
-def _visible(kafka: EmbeddedKafka, topic: str, isolation: str = "read_committed") -> Counter[int]:
-    records = read_records(kafka.bootstrap_servers, topic, 2, isolation=isolation)
+def _visible(
+    expiring: EmbeddedKafka, topic: str, isolation: str = "read_committed"
+) -> Counter[int]:
+    records = read_records(expiring.bootstrap_servers, topic, 2, isolation=isolation)
     return Counter(int(value or b"-1") for _, _, value, _ in records)
 
 
 def test_commit_refuses_transactions_too_close_to_their_timeout(
-    kafka: EmbeddedKafka, caplog: pytest.LogCaptureFixture
+    expiring: EmbeddedKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="pyspark_kafka_txn.embedded.txn")
     topic = f"exp-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 2)
-    options, query = _options(kafka, topic), str(uuid.uuid4())
+    expiring.create_topic(topic, 2)
+    options, query = _options(expiring, topic), str(uuid.uuid4())
 
     first = _run(options, query, 2)
     deadlines = [m.commit_by_ms for m in first]
@@ -135,32 +137,32 @@ def test_commit_refuses_transactions_too_close_to_their_timeout(
     with connect(options) as cluster:  # nothing was decided
         assert read_decision(cluster, options.transactional_id_prefix, query) is None
     abort_batch(options, first, 0)
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)
-    assert _visible(kafka, topic) == Counter()
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)
+    assert _visible(expiring, topic) == Counter()
     # The refused attempt is in the log, aborted: the check above could have failed.
-    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS))
+    assert _visible(expiring, topic, "read_uncommitted") == Counter(range(ROWS))
     # abort() ended them, not the broker's timeout (which would have hidden a no-op abort).
     timed_out = [r.getMessage() for r in caplog.records if "timed out after" in r.getMessage()]
     assert not [m for m in timed_out if options.transactional_id_prefix in m], timed_out
 
     replay = _run(options, query, 3)
     commit_batch(options, replay, 0)
-    assert _visible(kafka, topic) == Counter(range(ROWS))
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+    assert _visible(expiring, topic) == Counter(range(ROWS))
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # nothing left open
 
 
 def test_batch_expired_inside_commit_is_withdrawn_and_rewritten_whole(
-    kafka: EmbeddedKafka,
+    expiring: EmbeddedKafka,
 ) -> None:
     topic = f"exp-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 2)
-    options, query = _options(kafka, topic), str(uuid.uuid4())
+    expiring.create_topic(topic, 2)
+    options, query = _options(expiring, topic), str(uuid.uuid4())
 
     first = _run(options, query, 2)
     assert [m.kind for m in first] == [FRESH, FRESH]
     # commit() records its decision, then its EndTxns are held back until the broker
     # has aborted both transactions at their timeout.
-    rule = kafka.fail_requests(
+    rule = expiring.fail_requests(
         "EndTxn",
         "coordinator_load_in_progress",
         count=1_000_000,
@@ -183,7 +185,7 @@ def test_batch_expired_inside_commit_is_withdrawn_and_rewritten_whole(
             time.sleep(0.02)
         _wait_expired(options, query, 2)
     finally:
-        kafka.clear_faults()
+        expiring.clear_faults()
     driver.join(HANG_S)
     assert not driver.is_alive(), "commit() hangs"
     assert len(failure) == 1 and isinstance(failure[0], CommitFailedError), failure
@@ -192,22 +194,22 @@ def test_batch_expired_inside_commit_is_withdrawn_and_rewritten_whole(
         decision = read_decision(cluster, options.transactional_id_prefix, query)
     assert decision is not None and decision.withdrawn and not decision.stands_for(0)
     abort_batch(options, first, 0)  # Spark calls abort() after a failed commit()
-    assert _visible(kafka, topic) == Counter()
+    assert _visible(expiring, topic) == Counter()
 
     replay = _run(options, query, 3)  # the restart distributes the rows differently
     assert [m.kind for m in replay] == [FRESH, FRESH, FRESH]
     commit_batch(options, replay, 0)
-    assert _visible(kafka, topic) == Counter(range(ROWS))
+    assert _visible(expiring, topic) == Counter(range(ROWS))
     # The expired first attempt is in the log: the check above could have failed.
-    assert _visible(kafka, topic, "read_uncommitted") == Counter(list(range(ROWS)) * 2)
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+    assert _visible(expiring, topic, "read_uncommitted") == Counter(list(range(ROWS)) * 2)
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # nothing left open
 
 
-def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafka) -> None:
+def test_replay_of_a_decision_whose_transactions_all_expired(expiring: EmbeddedKafka) -> None:
     """The driver died after recording its decision; the transactions expired meanwhile."""
     topic = f"exp-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 2)
-    options, query = _options(kafka, topic), str(uuid.uuid4())
+    expiring.create_topic(topic, 2)
+    options, query = _options(expiring, topic), str(uuid.uuid4())
     _decide(options, query)  # commit()'s first step, then the driver dies
     _wait_expired(options, query, 2)
 
@@ -218,11 +220,11 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     with pytest.raises(CommitFailedError, match="decision was withdrawn"):
         commit_batch(options, replay, 0)
     abort_batch(options, replay, 0)
-    assert _visible(kafka, topic) == Counter()
+    assert _visible(expiring, topic) == Counter()
 
     # In the log, aborted: the first attempt, and the replay's Spark partitions 0 and 1.
     replayed = Counter(n for n in range(ROWS) if n % 3 != 2)
-    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS)) + replayed
+    assert _visible(expiring, topic, "read_uncommitted") == Counter(range(ROWS)) + replayed
 
     again = _run(options, query, 3)
     assert [m.kind for m in again] == [FRESH, FRESH, FRESH]
@@ -230,15 +232,17 @@ def test_replay_of_a_decision_whose_transactions_all_expired(kafka: EmbeddedKafk
     with connect(options) as cluster:
         decision = read_decision(cluster, options.transactional_id_prefix, query, batch=0)
     assert decision is not None and decision.partitions == 3  # commit() records its run's
-    assert _visible(kafka, topic) == Counter(range(ROWS))
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+    assert _visible(expiring, topic) == Counter(range(ROWS))
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # nothing left open
 
 
 #: The rows of Spark partition 0 of :func:`_decide`'s run of two: the even ones.
 PARTITION_0_ROWS = Counter(n for n in range(ROWS) if n % 2 == 0)
 
 
-def _partition_0_committed_then_1_expired(kafka: EmbeddedKafka) -> tuple[str, WriterOptions, str]:
+def _partition_0_committed_then_1_expired(
+    expiring: EmbeddedKafka,
+) -> tuple[str, WriterOptions, str]:
     """Batch 0 of a new query on a new two-partition topic decided; partition 0's
     transaction committed (as before the driver died), partition 1's expired; only the
     even rows (partition 0's) are visible.
@@ -249,20 +253,20 @@ def _partition_0_committed_then_1_expired(kafka: EmbeddedKafka) -> tuple[str, Wr
         The topic, the writer options and the query id.
     """
     topic = f"exp-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 2)
-    options, query = _options(kafka, topic), str(uuid.uuid4())
+    expiring.create_topic(topic, 2)
+    options, query = _options(expiring, topic), str(uuid.uuid4())
     handles = _decide(options, query)
     with connect(options) as cluster:
         ended = end_transactions(cluster, [handles[0].transaction], commit=True)
         assert not any(isinstance(r, Exception) for r in ended.values()), ended
     _wait_expired(options, query, 2)
-    assert _visible(kafka, topic) == PARTITION_0_ROWS
+    assert _visible(expiring, topic) == PARTITION_0_ROWS
     return topic, options, query
 
 
-def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKafka) -> None:
+def test_a_decision_of_which_one_transaction_committed_stands(expiring: EmbeddedKafka) -> None:
     """Partition 0 committed before the driver died; partition 1 then expired."""
-    topic, options, query = _partition_0_committed_then_1_expired(kafka)
+    topic, options, query = _partition_0_committed_then_1_expired(expiring)
     prefix = options.transactional_id_prefix
 
     # Same partitioning as the first run (Spark's usual replay): partition 1 rewrites.
@@ -273,22 +277,22 @@ def test_a_decision_of_which_one_transaction_committed_stands(kafka: EmbeddedKaf
         decision = read_decision(cluster, prefix, query, batch=0)
     assert decision is not None and decision.stands_for(0)
     assert decision.partitions == 2  # the replay keeps the deciding run's number
-    assert _visible(kafka, topic) == Counter(range(ROWS))
+    assert _visible(expiring, topic) == Counter(range(ROWS))
     # Partition 1's expired first attempt is in the log, aborted.
     odd = Counter(n for n in range(ROWS) if n % 2)
-    assert _visible(kafka, topic, "read_uncommitted") == Counter(range(ROWS)) + odd
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+    assert _visible(expiring, topic, "read_uncommitted") == Counter(range(ROWS)) + odd
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # nothing left open
 
 
 def test_a_partly_committed_batch_is_not_rewritten_with_other_partitioning(
-    kafka: EmbeddedKafka,
+    expiring: EmbeddedKafka,
 ) -> None:
     """Partition 0 committed, partition 1 expired, and the replay has 3 Spark partitions.
 
     Found by ``make chaos KAFKA=apache SEED=3``: committing the replay's partition 1 (rows
     ``n % 3 == 1``) lost the odd rows it did not hold and doubled the even ones it did.
     """
-    topic, options, query = _partition_0_committed_then_1_expired(kafka)
+    topic, options, query = _partition_0_committed_then_1_expired(expiring)
 
     replay = _run(options, query, 3)
     # Partition 1's recorded transaction was lost: it writes its (other) rows again.
@@ -301,15 +305,15 @@ def test_a_partly_committed_batch_is_not_rewritten_with_other_partitioning(
     assert "Spark partitions [1] at kafka.transaction.timeout.ms" in message
     assert "this run has 3" in message and "checkpoint with 2 Spark partitions" in message
     # Nothing more visible; the replay's rows are in the log, aborted (the fault happened).
-    assert _visible(kafka, topic) == PARTITION_0_ROWS
+    assert _visible(expiring, topic) == PARTITION_0_ROWS
     rewritten = Counter(n for n in range(ROWS) if n % 3 == 1)
     odd = Counter(n for n in range(ROWS) if n % 2)
-    assert _visible(kafka, topic, "read_uncommitted") == PARTITION_0_ROWS + odd + rewritten
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # the replay's transaction ended
+    assert _visible(expiring, topic, "read_uncommitted") == PARTITION_0_ROWS + odd + rewritten
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # the replay's transaction ended
 
     # The restart with the decision's 2 Spark partitions completes the batch exactly once.
     again = _run(options, query, 2)
     assert [m.kind for m in again] == [COMMITTED, FRESH]
     commit_batch(options, again, 0)
-    assert _visible(kafka, topic) == Counter(range(ROWS))
-    wait_lso_at_hwm(kafka.bootstrap_servers, topic, 2)  # nothing left open
+    assert _visible(expiring, topic) == Counter(range(ROWS))
+    wait_lso_at_hwm(expiring.bootstrap_servers, topic, 2)  # nothing left open

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -25,6 +26,7 @@ from tests.spark.writer_kit import (
     assert_exactly_once,
     completes,
     held,
+    start_job,
     wait_until,
 )
 from tests.support.clients import txn_producer
@@ -204,6 +206,41 @@ def test_a_live_query_held_past_its_lease_timeout_is_never_ended_by_a_neighbour(
     assert_exactly_once(bs, slow_sink, PARTITIONS, slow_input)
     assert_exactly_once(bs, busy_sink, PARTITIONS, busy_input)
     assert_nothing_open(bs, slow_sink, PARTITIONS)
+
+
+@pytest.mark.own_spark
+def test_two_applications_write_one_topic_with_default_options(
+    spark: SparkSession, kafka: KafkaTarget, tmp_path: Path
+) -> None:
+    """Another Spark application (a child process with its own driver) and this session's
+    query and batch write, all with the default prefix, write one topic at once: each
+    record exactly once, nothing open, neither application fails."""
+    bs = kafka.bootstrap_servers
+    mine_source = kafka.create_topic(partitions=PARTITIONS, prefix="m2src")
+    theirs_source = kafka.create_topic(partitions=PARTITIONS, prefix="m2other")
+    shared = kafka.create_topic(partitions=PARTITIONS, prefix="m2shared")
+    mine, theirs = _fill(bs, mine_source, "x", 60), _fill(bs, theirs_source, "y", 60)
+    default_prefix = parse_writer_options(
+        {"kafka.bootstrap.servers": bs, "topic": shared}
+    ).transactional_id_prefix
+    log = tmp_path / "other-application.log"
+    other = start_job(
+        "writer_job", log, bs, theirs_source, shared, str(tmp_path / "other"), default_prefix, "2"
+    )
+    try:
+        query = _start(
+            _stream(spark, bs, mine_source, maxOffsetsPerTrigger="20"), bs, shared, tmp_path / "q"
+        )
+        one_off, one_off_values = _batch(spark, "job2", 40)
+        one_off.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option(
+            "topic", shared
+        ).mode("append").save()
+        completes(query)
+        assert other.wait(HANG_S) == 0, log.read_text()[-5000:]
+    finally:
+        if other.poll() is None:
+            other.kill()
+    assert_exactly_once(bs, shared, PARTITIONS, mine + theirs + one_off_values)
 
 
 def _all_progressed(queries: list[StreamingQuery]) -> bool:

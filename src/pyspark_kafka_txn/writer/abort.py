@@ -35,7 +35,7 @@ from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
-from pyspark_kafka_txn.writer.ids import query_of, transactional_id
+from pyspark_kafka_txn.writer.ids import query_of, query_prefix, transactional_id
 from pyspark_kafka_txn.writer.liveness import LeaseKeeper
 from pyspark_kafka_txn.writer.messages import FRESH, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.open_transactions import (
@@ -167,7 +167,10 @@ def _abort_unreturned(
                 return []  # nothing to wait for: it stays open until its timeout
         return [t.transactional_id for t in ours] + unsure
 
-    wait_for_open_transactions(cluster, prefix, still_open, "transactions of the failed batch")
+    # This query's ids only: its neighbours' transactions are not described.
+    wait_for_open_transactions(
+        cluster, query_prefix(prefix, query_id), still_open, "transactions of the failed batch"
+    )
 
 
 def _open_unlisted(

@@ -175,33 +175,36 @@ def test_a_live_query_held_past_its_lease_timeout_is_never_ended_by_a_neighbour(
         lingeringTransactionTimeout="2s",
     )  # fmt: skip
     try:
-        options = {"kafka.bootstrap.servers": bs, "topic": slow_sink}
-        prefix = parse_writer_options(options).transactional_id_prefix  # the default
-        held_tid = transactional_id(prefix, slow.id, 0)
-        txn = wait_until(
-            "the slow query's task 0 prepared (task 1 held)",
-            lambda: open_transactions(bs, held_tid).get(held_tid),
-        )
-        # The neighbour commits at least two batches after the held transaction is older
-        # than the slow query's lease and the neighbour's 2 s: each commit looked at it.
-        old_enough_ms = txn.start_time_ms + 6_000
-        wait_until("6 s past the held transaction's start", lambda: _now_ms() > old_enough_ms)
-        seen = len(busy.recentProgress)
-        wait_until(
-            "two more batches of the neighbour",
-            lambda: sum(1 for p in busy.recentProgress[seen:] if p["numInputRows"]) >= 2,
-        )
-        still = open_transactions(bs, held_tid).get(held_tid)
-        assert still is not None and still.producer_id == txn.producer_id, still
-    finally:
-        gate.touch()
-        stop_feeding.set()
-        feeder.join(HANG_S)
-    try:
+        try:
+            options = {"kafka.bootstrap.servers": bs, "topic": slow_sink}
+            prefix = parse_writer_options(options).transactional_id_prefix  # the default
+            held_tid = transactional_id(prefix, slow.id, 0)
+            txn = wait_until(
+                "the slow query's task 0 prepared (task 1 held)",
+                lambda: open_transactions(bs, held_tid).get(held_tid),
+            )
+            # The neighbour commits at least two batches with rows after the held
+            # transaction is older than the slow query's lease and the neighbour's 2 s:
+            # each commit looked at it. (By batch id: Spark keeps only the last 100
+            # progress reports.)
+            old_enough_ms = txn.start_time_ms + 6_000
+            wait_until("6 s past the held transaction's start", lambda: _now_ms() > old_enough_ms)
+            after = _last_batch(busy)
+            wait_until(
+                "two more batches of the neighbour",
+                lambda: _batches_with_rows_after(busy, after) >= 2,
+            )
+            still = open_transactions(bs, held_tid).get(held_tid)
+            assert still is not None and still.producer_id == txn.producer_id, still
+        finally:
+            gate.touch()
+            stop_feeding.set()
+            feeder.join(HANG_S)
         completes(slow)
         busy.processAllAvailable()
     finally:
         busy.stop()
+        slow.stop()
     assert busy.exception() is None, busy.exception()
     assert_exactly_once(bs, slow_sink, PARTITIONS, slow_input)
     assert_exactly_once(bs, busy_sink, PARTITIONS, busy_input)
@@ -241,6 +244,22 @@ def test_two_applications_write_one_topic_with_default_options(
         if other.poll() is None:
             other.kill()
     assert_exactly_once(bs, shared, PARTITIONS, mine + theirs + one_off_values)
+
+
+def _last_batch(query: StreamingQuery) -> int:
+    """The id of the last batch ``query`` reported (-1: none yet)."""
+    return max((int(p["batchId"]) for p in query.recentProgress), default=-1)
+
+
+def _batches_with_rows_after(query: StreamingQuery, batch: int) -> int:
+    """How many batches after ``batch`` read rows, among ``query``'s recent reports."""
+    return len(
+        {
+            int(p["batchId"])
+            for p in query.recentProgress
+            if p["batchId"] > batch and p["numInputRows"]
+        }
+    )
 
 
 def _all_progressed(queries: list[StreamingQuery]) -> bool:

@@ -51,8 +51,10 @@ SPARK_AGAIN := tests/spark -m 'not own_spark' $(ONCE_ONLY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver
-# (marker driver_kill) run in the Apache Kafka leg instead.
+# (marker driver_kill) run in the Apache Kafka leg instead. JOBS (notebooks, the wheel in a
+# fresh environment, the chaos harness) run in the Spark lane, which is the shorter one.
 EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
+JOBS := tests/notebooks tests/packaging tests/chaos
 
 # Two lanes at once (a leg keeps the machine less than half busy; each lane's output is
 # printed whole once both have ended, then every leg's time): the Spark tests in each Spark
@@ -62,10 +64,11 @@ EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
 test: lint kcat maven
 	$(PY) -m tests.support.lanes \
 	  --lane "spark-local=$(EMBEDDED) tests/spark" \
+	    "embedded-jobs=$(EMBEDDED) $(JOBS)" \
 	    "spark-local-cluster=KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-connect=KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-versions=$(MAKE) spark-versions" \
-	  --lane "embedded=$(EMBEDDED) --ignore=tests/spark" \
+	  --lane "embedded=$(EMBEDDED) --ignore=tests/spark $(addprefix --ignore=,$(JOBS))" \
 	    "apache-kafka=$(APACHE_LEG)"
 
 # The Spark and writer tests against a matrix of Apache Kafka releases, node counts and

@@ -34,6 +34,13 @@ from tests.support.lso import assert_nothing_open
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, open_transactions, tid
 
+#: What these tests check is how the writers of several queries treat each other's
+#: transactions on the brokers: the same in every Spark mode, so they run in the local one
+#: (and the Apache Kafka leg) only.
+pytestmark = pytest.mark.local_spark_only(
+    "queries side by side: the brokers' and the writer's behaviour, not the Spark mode's"
+)
+
 PARTITIONS = 2
 
 

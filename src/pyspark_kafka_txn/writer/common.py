@@ -19,6 +19,8 @@ The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abor
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 from pyspark_kafka_txn.client.admin import TransactionDescription, fetch_offsets
 from pyspark_kafka_txn.client.connection import ConnectionConfig
@@ -108,3 +110,36 @@ def read_marker(cluster: ClusterClient, tid: str, *, stable: bool = True) -> int
             check_marker(committed.metadata, tid)
             batches.append(committed.offset)
     return max(batches) if batches else None
+
+
+R = TypeVar("R")
+
+
+def latest_record(
+    cluster: ClusterClient,
+    group: str,
+    parse: Callable[[str | None, tuple[str, int], str], R | None],
+    time_of: Callable[[R], int],
+    whose: str,
+) -> R | None:
+    """The newest record of ours (by ``time_of``) among a member-less group's committed
+    offsets (OffsetFetch of every partition, not RequireStable), or None.
+
+    ``parse(metadata, partition, whose)`` decodes one entry (None: not a record of ours).
+    The claims of idempotent writes and the liveness leases are kept this way.
+
+    Raises
+    ------
+    FormatVersionError
+        If an entry has a format this package does not read (from ``parse``).
+    KafkaTxnError
+        If the group's coordinator cannot be reached (after the client's retries).
+    """
+    best: R | None = None
+    for tp, committed in fetch_offsets(cluster, group, None, require_stable=False).items():
+        if committed.offset < 0:
+            continue
+        record = parse(committed.metadata, tp, whose)
+        if record is not None and (best is None or time_of(record) > time_of(best)):
+            best = record
+    return best

@@ -40,14 +40,14 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 
-from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions, fetch_offsets
+from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError
 from pyspark_kafka_txn.formats import CLAIM
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
-from pyspark_kafka_txn.writer.common import holds_open, read_marker
+from pyspark_kafka_txn.writer.common import holds_open, latest_record, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
 from pyspark_kafka_txn.writer.ids import app_query_id, transactional_id, writer_group
 
@@ -145,17 +145,8 @@ def read_claim(cluster: ClusterClient, prefix: str, query_id: str) -> Claim | No
         If a claim has a format this package does not read (a newer one wrote it).
     """
     group = writer_group(prefix, query_id)
-    entries = fetch_offsets(cluster, group, None, require_stable=False)
-    best: Claim | None = None
-    for tp, committed in entries.items():
-        if committed.offset < 0:
-            continue
-        claim = parse_claim(committed.metadata, tp, f"of {query_id} (group {group})")
-        if claim is None:
-            continue
-        if best is None or claim.time_ms > best.time_ms:
-            best = claim
-    return best
+    whose = f"of {query_id} (group {group})"
+    return latest_record(cluster, group, parse_claim, lambda claim: claim.time_ms, whose)
 
 
 def _write_claim(

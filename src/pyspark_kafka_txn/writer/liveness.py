@@ -46,10 +46,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from pyspark_kafka_txn.client.admin import commit_offsets, fetch_offsets
+from pyspark_kafka_txn.client.admin import commit_offsets
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.formats import LIVENESS_LEASE
+from pyspark_kafka_txn.writer.common import latest_record
 from pyspark_kafka_txn.writer.ids import lease_group
 
 __all__ = [
@@ -126,8 +127,8 @@ def parse_lease(metadata: str | None, anchor: tuple[str, int], whose: str) -> Le
     Returns
     -------
     Lease or None
-        None for empty metadata, metadata that is not JSON, JSON that is not an object
-        with an integer ``"f"``, or one that lacks a field.
+        None for what :meth:`~pyspark_kafka_txn.formats.DurableFormat.decode` takes for no
+        record of ours, and for a lease that lacks a field.
 
     Raises
     ------
@@ -155,15 +156,8 @@ def read_lease(cluster: ClusterClient, prefix: str, query_id: str) -> Lease | No
         If the group's coordinator cannot be reached (after the client's retries).
     """
     group = lease_group(prefix, query_id)
-    entries = fetch_offsets(cluster, group, None, require_stable=False)
-    best: Lease | None = None
-    for tp, committed in entries.items():
-        if committed.offset < 0:
-            continue
-        lease = parse_lease(committed.metadata, tp, f"of query {query_id} (group {group})")
-        if lease is not None and (best is None or lease.renewed_ms > best.renewed_ms):
-            best = lease
-    return best
+    whose = f"of query {query_id} (group {group})"
+    return latest_record(cluster, group, parse_lease, lambda lease: lease.renewed_ms, whose)
 
 
 def renew_lease(

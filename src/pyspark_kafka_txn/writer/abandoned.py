@@ -58,7 +58,11 @@ from pyspark_kafka_txn.writer.ids import (
     split_transactional_id,
 )
 from pyspark_kafka_txn.writer.liveness import read_lease
-from pyspark_kafka_txn.writer.open_transactions import OpenTransaction, abort_open_transaction
+from pyspark_kafka_txn.writer.open_transactions import (
+    OpenTransaction,
+    abort_open_transaction,
+    wait_until_ended,
+)
 
 __all__ = [
     "GONE",
@@ -181,6 +185,12 @@ def end_transaction_of(
     """
     if owner.commit is not None:
         end_transaction(cluster, owner.commit, commit=True)
+        # As an abort does: return once the markers are written (the LSO has moved on).
+        if not wait_until_ended(cluster, txn, timeout_s=timeout_s):
+            logger.warning(
+                "commit of %s accepted, not yet completed: its coordinator completes it",
+                txn.transactional_id,
+            )
         return "committed"
     abort_open_transaction(cluster, txn, timeout_s=timeout_s)
     return "completed" if txn.completing else "aborted"

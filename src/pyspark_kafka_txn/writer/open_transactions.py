@@ -66,6 +66,7 @@ __all__ = [
     "list_prefix",
     "wait_for_listing",
     "wait_for_open_transactions",
+    "wait_until_ended",
 ]
 
 logger = logging.getLogger(__name__)
@@ -369,6 +370,23 @@ def abort_open_transaction(
         current = _still_open(cluster, txn)
     if not aborted:
         logger.info("transaction %r is no longer open", tid)
+
+
+def wait_until_ended(
+    cluster: ClusterClient, txn: OpenTransaction, *, timeout_s: float | None = None
+) -> bool:
+    """Wait (polling DescribeTransactions, with back-off) until ``txn`` is no longer open:
+    its coordinator has written its markers after an EndTxn. Returns whether it ended
+    within ``timeout_s`` (default: ``cluster.retry_timeout_s``); if not, the coordinator
+    finishes it on its own."""
+    deadline = time.monotonic() + (cluster.retry_timeout_s if timeout_s is None else timeout_s)
+    delay = _POLL_MIN_S
+    while _still_open(cluster, txn) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX_S)
+    return True
 
 
 def _still_open(cluster: ClusterClient, txn: OpenTransaction) -> OpenTransaction | None:

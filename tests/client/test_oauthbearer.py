@@ -11,6 +11,7 @@ apply to ``User:<sub>``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.errors import AuthenticationError, AuthorizationError, ConfigError
 from pyspark_kafka_txn.client.metadata import ClusterClient
+from pyspark_kafka_txn.client.oauth import OAuthConfig, current_token
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
@@ -101,15 +103,24 @@ def test_provider_token_writes_and_reads(oauth_cluster: EmbeddedKafka, extension
     assert _write_and_read(oauth_cluster, options) == [b"v0", b"v1", b"v2"]
 
 
-@pytest.mark.parametrize("provider", ["alice_token_ms", "alice_token_only"])
-def test_provider_expiry_forms(oauth_cluster: EmbeddedKafka, provider: str) -> None:
-    options = _options(
-        oauth_cluster.bootstrap_servers,
-        **{"sasl.oauthbearer.token.provider": f"tests.support.oauth:{provider}"},
-    )
-    config = ProducerConfig.from_options({**options, "transactional.id": "x"})
-    with ClusterClient(oauth_cluster.bootstrap_servers, config.connection_config()) as cluster:
-        cluster.refresh()
+@pytest.mark.parametrize(
+    ("provider", "lifetime_s"), [("alice_token_ms", 300.0), ("alice_token_only", None)]
+)
+def test_provider_expiry_forms(
+    oauth_cluster: EmbeddedKafka, provider: str, lifetime_s: float | None
+) -> None:
+    """An expiry in milliseconds is read as milliseconds (not a token valid for millennia),
+    a token alone has none; either signs in and writes."""
+    spec = f"tests.support.oauth:{provider}"
+    before = time.time()
+    token = current_token(OAuthConfig(provider=spec))
+    if lifetime_s is None:
+        assert token.expires_at is None
+    else:
+        assert token.expires_at is not None
+        assert before + lifetime_s - 5 <= token.expires_at <= time.time() + lifetime_s
+    options = _options(oauth_cluster.bootstrap_servers, **{"sasl.oauthbearer.token.provider": spec})
+    assert _write_and_read(oauth_cluster, options) == [b"v0", b"v1", b"v2"]
 
 
 def test_client_credentials_write_and_read(

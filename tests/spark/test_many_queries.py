@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from tests.spark.writer_kit import (
     completes,
     held,
     start_job,
+    stream,
     wait_until,
 )
 from tests.support.clients import txn_producer
@@ -51,25 +51,6 @@ def _fill(bootstrap: str, topic: str, tag: str, n: int, per_txn: int = 10) -> Co
         bootstrap, topic, [rows[i : i + per_txn] for i in range(0, len(rows), per_txn)]
     )
     return Counter(v for _, v in rows)
-
-
-def _stream(
-    spark: SparkSession,
-    bootstrap: str,
-    source: str,
-    transform: Callable[[DataFrame], DataFrame] | None = None,
-    **reader: str,
-) -> DataFrame:
-    df = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .options(**reader)
-        .load()
-        .select("key", "value")
-    )
-    return transform(df) if transform is not None else df
 
 
 def _start(
@@ -111,7 +92,7 @@ def test_streaming_queries_and_batch_writes_with_default_options_side_by_side(
     own = kafka.create_topic(partitions=PARTITIONS, prefix="mown")
     inputs = [_fill(bs, s, f"{q}", 60) for q, s in zip("abc", sources, strict=True)]
     queries = [
-        _start(_stream(spark, bs, source, maxOffsetsPerTrigger="20"), bs, sink, tmp_path / f"c{n}")
+        _start(stream(spark, bs, source, maxOffsetsPerTrigger="20"), bs, sink, tmp_path / f"c{n}")
         for n, (source, sink) in enumerate(zip(sources, (shared, shared, own), strict=True))
     ]
     try:
@@ -157,7 +138,7 @@ def test_a_live_query_held_past_its_lease_timeout_is_never_ended_by_a_neighbour(
     slow_input = _fill(bs, slow_source, "s", 10)
     gate = tmp_path / "gate"
     slow = _start(
-        _stream(spark, bs, slow_source, held(gate, partition=1)),
+        stream(spark, bs, slow_source, held(gate, partition=1)),
         bs, slow_sink, tmp_path / "slow", lingeringTransactionTimeout="4s",
     )  # fmt: skip
     busy_input: Counter[bytes] = Counter()
@@ -177,7 +158,7 @@ def test_a_live_query_held_past_its_lease_timeout_is_never_ended_by_a_neighbour(
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     busy = _start(
-        _stream(spark, bs, busy_source),
+        stream(spark, bs, busy_source),
         bs, busy_sink, tmp_path / "busy", trigger="200 milliseconds",
         lingeringTransactionTimeout="2s",
     )  # fmt: skip
@@ -239,7 +220,7 @@ def test_two_applications_write_one_topic_with_default_options(
     )
     try:
         query = _start(
-            _stream(spark, bs, mine_source, maxOffsetsPerTrigger="20"), bs, shared, tmp_path / "q"
+            stream(spark, bs, mine_source, maxOffsetsPerTrigger="20"), bs, shared, tmp_path / "q"
         )
         one_off, one_off_values = _batch(spark, "job2", 40)
         one_off.write.format("kafka_txn").option("kafka.bootstrap.servers", bs).option(

@@ -147,6 +147,27 @@ def completes(query: StreamingQuery) -> None:
     assert query.exception() is None, query.exception()
 
 
+def stream(
+    spark: SparkSession,
+    bootstrap: str,
+    source: str,
+    transform: Callable[[DataFrame], DataFrame] | None = None,
+    **reader: str,
+) -> DataFrame:
+    """The ``key`` and ``value`` of ``source`` read with ``kafka_txn`` from the earliest
+    offsets (``reader``: more source options), through ``transform`` when given."""
+    df = (
+        spark.readStream.format("kafka_txn")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .options(**reader)
+        .load()
+        .select("key", "value")
+    )
+    return transform(df) if transform is not None else df
+
+
 def pipeline(
     spark: SparkSession,
     bootstrap: str,
@@ -163,17 +184,7 @@ def pipeline(
     takes writer options as a dict (their names have dots) and starts the query with
     ``availableNow``.
     """
-    df = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .options(**reader)
-        .load()
-        .select("key", "value")
-    )
-    if transform is not None:
-        df = transform(df)
+    df = stream(spark, bootstrap, source, transform, **reader)
 
     def start(options: dict[str, str] | None = None) -> StreamingQuery:
         return (

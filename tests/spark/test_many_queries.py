@@ -22,6 +22,7 @@ from pyspark_kafka_txn.options import parse_writer_options
 from pyspark_kafka_txn.writer.ids import transactional_id
 from tests.spark.writer_kit import (
     HANG_S,
+    PER_PARTITION,
     assert_exactly_once,
     completes,
     held,
@@ -138,7 +139,7 @@ def test_a_live_query_held_past_its_lease_timeout_is_never_ended_by_a_neighbour(
     slow_input = _fill(bs, slow_source, "s", 10)
     gate = tmp_path / "gate"
     slow = _start(
-        stream(spark, bs, slow_source, held(gate, partition=1)),
+        stream(spark, bs, slow_source, held(gate, partition=1), **PER_PARTITION),
         bs, slow_sink, tmp_path / "slow", lingeringTransactionTimeout="4s",
     )  # fmt: skip
     busy_input: Counter[bytes] = Counter()

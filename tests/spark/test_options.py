@@ -22,7 +22,7 @@ from pyspark_kafka_txn.options import (
     SubscribePattern,
     parse_reader_options,
 )
-from pyspark_kafka_txn.reader.common import KafkaInputPartition
+from pyspark_kafka_txn.reader.common import KafkaInputPartition, KafkaInputPartitions
 from pyspark_kafka_txn.reader.executor import read_range
 from pyspark_kafka_txn.reader.stream import KafkaStreamReader
 from pyspark_kafka_txn.source import KafkaTxnDataSource
@@ -280,7 +280,9 @@ def test_stream_reader_admission_and_pickling(kafka: KafkaTarget) -> None:
         ORIGIN: start,
     }
     parts = reader.partitions(start, {topic: {"0": 5, "1": 5}})
-    assert parts == [KafkaInputPartition(topic, 0, 0, 5), KafkaInputPartition(topic, 1, 0, 5)]
+    # A small micro-batch is one task reading both ranges (minRecordsPerPartition's default).
+    ranges = (KafkaInputPartition(topic, 0, 0, 5), KafkaInputPartition(topic, 1, 0, 5))
+    assert parts == [KafkaInputPartitions(ranges)]
     clone = pickle.loads(pickle.dumps(reader))
     assert clone._client is None and clone.options == reader.options
     rows = sum(b.num_rows for p in parts for b in clone.read(p))
@@ -394,7 +396,8 @@ def test_new_topics_start_at_earliest_and_deleted_ones_are_data_loss(
     }
     # The new topic's partitions are read from the beginning.
     parts = reader.partitions(start, end)
-    assert parts == [KafkaInputPartition(second, 0, 0, 2), KafkaInputPartition(second, 1, 0, 2)]
+    ranges = (KafkaInputPartition(second, 0, 0, 2), KafkaInputPartition(second, 1, 0, 2))
+    assert parts == [KafkaInputPartitions(ranges)]  # one task: a small micro-batch
     kafka.delete_topic(first)
     if fail:
         with pytest.raises(DataLossError, match=f"{first}-0"):

@@ -393,13 +393,20 @@ def test_max_records_per_partition_in_a_batch_read(
     """A difference: the built-in honours ``maxRecordsPerPartition`` in streams only (a
     batch read still makes one task per Kafka partition); ``kafka_txn`` splits batch reads
     too, into tasks of at most that many offsets (the rows are the same:
-    ``test_batch_read[maxRecordsPerPartition]``)."""
+    ``test_batch_read[maxRecordsPerPartition]``). By default the small pieces are then
+    packed into as few tasks as that allows (``minRecordsPerPartition``, see the Reader
+    page's differences); with ``minRecordsPerPartition=1`` each piece is a task."""
     bs = kafka.bootstrap_servers
     theirs = read(spark, "kafka", bs, rich.topic, maxRecordsPerPartition="2")
     ours = read(spark, "kafka_txn", bs, rich.topic, maxRecordsPerPartition="2")
+    pieces = read(
+        spark, "kafka_txn", bs, rich.topic, maxRecordsPerPartition="2", minRecordsPerPartition="1"
+    )
     assert theirs.rdd.getNumPartitions() == 3
-    # Offsets 13, 9 and 8 (up to the LSO) in pieces of at most 2.
-    assert ours.rdd.getNumPartitions() == 7 + 5 + 4
+    # Offsets 13, 9 and 8 (up to the LSO) in pieces of at most 2 ...
+    assert pieces.rdd.getNumPartitions() == 7 + 5 + 4
+    # ... packed into tasks of at most 2 offsets: 30 offsets, 15 tasks.
+    assert ours.rdd.getNumPartitions() == 15
 
 
 # -- streams ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.spark.writer_kit import (
+    PER_PARTITION,
     assert_exactly_once,
     completes,
     held,
@@ -131,7 +132,16 @@ def test_query_crosses_the_rotation_after_real_epoch_bumps(
     source = kafka.create_topic(2, prefix="esrc")
     sink = kafka.create_topic(2, prefix="eout")
     prefix = f"ep-{uuid.uuid4().hex[:8]}-"
-    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", maxOffsetsPerTrigger="20")
+    start = pipeline(
+        spark,
+        bs,
+        source,
+        sink,
+        prefix,
+        tmp_path / "chk",
+        maxOffsetsPerTrigger="20",
+        **PER_PARTITION,
+    )
     expected = _fill(bs, source, "a", 1)
     first = start()
     completes(first)
@@ -154,7 +164,9 @@ def test_cluster_restart_while_a_batch_is_half_written(
     expected = _fill(bs, source, "d", 1)
     gate, prefix = tmp_path / "gate", f"dur-{uuid.uuid4().hex[:8]}-"
 
-    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
+    query = pipeline(
+        spark, bs, source, sink, prefix, tmp_path / "chk", held(gate), **PER_PARTITION
+    )()
     with while_held(bs, prefix, query, gate) as tid:
         kafka.restart()  # every broker down and up again, state from its data
         # The prepared transaction survived. A restarted Apache Kafka broker answers

@@ -23,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.writer.liveness import renew_lease
 from tests.spark.writer_kit import (
+    PER_PARTITION,
     assert_exactly_once,
     completes,
     failing_while,
@@ -76,7 +77,9 @@ def test_held_back_task_hides_its_whole_batch(
 ) -> None:
     bs, source, sink, expected = _topics(kafka, "v")
     gate, prefix = tmp_path / "gate", fresh_prefix("f")
-    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
+    query = pipeline(
+        spark, bs, source, sink, prefix, tmp_path / "chk", held(gate), **PER_PARTITION
+    )()
     with while_held(bs, prefix, query, gate):
         # Task 0's rows are in the log, in its open transaction; task 1 is held back.
         assert sum(_output(bs, sink, "read_uncommitted").values()) == 20
@@ -97,7 +100,7 @@ def test_aborted_batch_never_appears_and_the_restart_writes_it_once(
         waited = held_until(gate, F.col("value"))
         return df.select("key", failing_while(poison, waited, b"v1-").alias("value"))
 
-    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", failing)
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", failing, **PER_PARTITION)
     query = start()
     with while_held(bs, prefix, query, gate):
         pass  # task 0 has prepared: now let task 1 fail
@@ -118,7 +121,7 @@ def test_transaction_timed_out_before_commit_fails_loudly_then_restart_rewrites(
 ) -> None:
     bs, source, sink, expected = _topics(kafka, "t")
     gate, prefix = tmp_path / "gate", fresh_prefix("f")
-    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate), **PER_PARTITION)
     options = {"kafka.transaction.timeout.ms": "4000"}
     query = start(options)
     with while_held(bs, prefix, query, gate) as tid:

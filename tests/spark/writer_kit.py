@@ -43,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: A hang detector for anything a test waits for (not a timing assertion).
 HANG_S = 180.0
+#: Reader options of a test that holds or counts on one Spark partition per input
+#: topic-partition (:func:`held`): by default a small micro-batch is packed into one task.
+PER_PARTITION = {"minRecordsPerPartition": "1"}
 
 
 def held_until(gate: Path, column: Column, partition: int = 1) -> Column:
@@ -93,7 +96,8 @@ def holds_records(bootstrap: str, topic: str, group: str) -> Callable[[], bool]:
 
 
 def held(gate: Path, partition: int = 1) -> Callable[[DataFrame], DataFrame]:
-    """A pipeline transform holding the rows of Spark partition ``partition`` until ``gate``."""
+    """A pipeline transform holding the rows of Spark partition ``partition`` until ``gate``
+    (read the input with :data:`PER_PARTITION` so that there is more than one)."""
 
     def transform(df: DataFrame) -> DataFrame:
         return df.select("key", held_until(gate, F.col("value"), partition).alias("value"))

@@ -229,9 +229,11 @@ OPTIONS: tuple[Option, ...] = (
         "minRecordsPerPartition",
         "reader",
         "Pack smaller ranges into one task that reads them one after the other "
-        "(fewer tasks for small micro-batches: lower latency). Not in Spark's source.",
+        "(fewer tasks for small micro-batches: lower latency; `1` keeps one task per "
+        "topic-partition, as Spark's source plans). Not in Spark's source.",
         POSITIVE,
-        field="min_records_per_partition",
+        "20000",
+        "min_records_per_partition",
     ),
     Option(
         "failOnDataLoss",

@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from pyspark_kafka_txn import cli
 from pyspark_kafka_txn.client import keystores
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
@@ -87,6 +88,43 @@ def test_write_and_read_with_java_stores(
     assert not {k for k in conf if k.endswith(".location")}  # PEM in memory, no file
     read = consume_all(mtls_kafka.bootstrap_servers, topic, 1, **conf)
     assert [v for _, _, v in read] == values.to_pylist()
+
+
+def test_transactions_tool_takes_java_stores(
+    mtls_kafka: EmbeddedKafka,
+    keytool_stores: JavaStores,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``kafka-txn transactions list --command-config`` with a Java client's properties file
+    (PKCS12 stores) lists a transaction left open by a writer with JKS stores."""
+    topic = f"ks-cli-{uuid.uuid4().hex[:8]}"
+    mtls_kafka.create_topic(topic, 1)
+    tid = f"{topic}-0"
+    options = {
+        "bootstrap.servers": mtls_kafka.bootstrap_servers,
+        "transactional.id": tid,
+        **_java_options(keytool_stores, "jks"),
+    }
+    values = pa.array([b"open"], pa.binary())
+    with TransactionalProducer(ProducerConfig.from_options(options)) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce_arrow(topic, pa.RecordBatch.from_arrays([values], names=["value"]))
+        handle = producer.prepare()
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "".join(f"{k}={v}\n" for k, v in _java_options(keytool_stores, "pkcs12").items())
+    )
+    code = cli.main(
+        [
+            "transactions", "list", "--bootstrap-servers", mtls_kafka.bootstrap_servers,
+            "--prefix", topic, "--command-config", str(properties),
+        ]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"{tid}\tOngoing\t{handle.producer_id}\t" in out
 
 
 class _WatchingContext:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support.tls import TlsFiles, tls_files
 
-KEYTOOL = "/usr/bin/keytool"
+KEYTOOL = shutil.which("keytool") or "/usr/bin/keytool"
 KEYTOOL_TIMEOUT_S = 120.0  # a hang guard: one JVM start
 
 

@@ -29,6 +29,7 @@ import pytest
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.apache_kafka import ApacheKafka
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
+from tests.support.keystores import JavaStores, java_stores
 from tests.support.target import (
     EXTERNAL,
     TARGET,
@@ -270,3 +271,9 @@ def _no_broker_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if embedded is not None:
         assert_no_internal_errors(embedded)
+
+
+@pytest.fixture(scope="session")
+def keytool_stores(tmp_path_factory: pytest.TempPathFactory) -> JavaStores:
+    """PEM certificates and the JKS/PKCS12 stores keytool makes of them (once a session)."""
+    return java_stores(tmp_path_factory.mktemp("java-stores"))

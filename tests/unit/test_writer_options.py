@@ -36,7 +36,7 @@ def test_defaults() -> None:
         ({"kafka.acks": "1"}, "kafka.acks"),
         ({"kafka.batch.size": "big"}, "kafka.batch.size"),
         ({"kafka.no.such.setting": "1"}, "kafka.no.such.setting"),
-        ({"kafka.ssl.truststore.location": "/ts.jks"}, "kafka.ssl.truststore.type"),
+        ({"kafka.ssl.truststore.location": "/ts.jks"}, "kafka.ssl.truststore.location"),
         ({"lingeringTransactionTimeout": "later"}, "lingeringTransactionTimeout"),
         ({"includeHeaders": "yes"}, "includeHeaders"),
         ({"topic": " "}, "topic"),

@@ -421,7 +421,8 @@ def test_sasl_command_config_and_secrets(
     )
     handle = _write(config, topic, _values("secure"), commit=None)
     # As kafka-transactions.sh --command-config: JAAS line continued over two lines, a
-    # comment, and a store password this tool does not use (ignored, value never shown).
+    # comment, and a key this tool does not take (Kafka's inline PEM key: ignored, value
+    # never shown).
     properties = tmp_path / "admin.properties"
     properties.write_text(
         "# admin client\n"
@@ -429,13 +430,13 @@ def test_sasl_command_config_and_secrets(
         "sasl.mechanism : SCRAM-SHA-256\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule \\\n"
         f'    required username="admin" password="{ADMIN_PASSWORD}";\n'
-        f"ssl.truststore.password={STORE_PASSWORD}\n"
+        f"ssl.keystore.key={STORE_PASSWORD}\n"
     )
     common = ["--bootstrap-servers", bs, "--prefix", prefix, "--command-config", str(properties)]
     code, out, err = _run_cli(capsys, "list", *common)
     assert code == 0, err
     assert f"{prefix}0\tOngoing\t{handle.producer_id}\t" in out
-    assert "'ssl.truststore.password'" in err
+    assert "'ssl.keystore.key'" in err
     # -X credentials replace the file's: a wrong password fails authentication, said so,
     # at once: not retried until --timeout-s (600 s here, ten times the hang detector).
     started = time.monotonic()
@@ -545,7 +546,10 @@ def test_timeout_gives_up_on_a_call_that_never_returns(
         (["list", "--prefix", "p-", "-X", "sasl.pasword=x"], "-X sasl.pasword: unknown option"),
         (["list", "--prefix", "p-", "--command-config", "/nonexistent.properties"], "cannot read"),
         (["list", "--prefix", "p-", "-X", "security.protocol=SASL_SSL"], "username and password"),
-        (["list", "--prefix", "p-", "-X", "ssl.truststore.location=/ts.jks"], "PEM"),
+        (
+            ["list", "--prefix", "p-", "-X", "ssl.truststore.location=/ts.jks"],
+            "'ssl.truststore.location': cannot read '/ts.jks'",
+        ),
     ],
 )
 def test_bad_usage_exits_2(

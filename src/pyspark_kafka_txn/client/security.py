@@ -2,9 +2,11 @@
 
 Options use the names users give Spark's Kafka connector (``kafka.`` prefix removed):
 ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl.truststore.location``
-with ``ssl.truststore.type=PEM`` (or librdkafka's ``ssl.ca.location``),
-``ssl.keystore.location`` with ``ssl.keystore.type=PEM`` (or ``ssl.certificate.location`` +
-``ssl.key.location``), ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
+/ ``.type`` / ``.password`` (JKS, Kafka's default type, PKCS12 or PEM; or librdkafka's
+``ssl.ca.location``), ``ssl.keystore.location`` / ``.type`` / ``.password`` (JKS, PKCS12, or
+PEM: or ``ssl.certificate.location`` + ``ssl.key.location``), ``ssl.key.password`` (JKS and
+PKCS12 stores are read by :mod:`pyspark_kafka_txn.client.keystores`),
+``ssl.endpoint.identification.algorithm``
 (``https`` = verify the host name, empty = do not), ``sasl.mechanism`` and
 ``sasl.jaas.config`` (``...PlainLoginModule required username="u" password="p";``, also
 ``ScramLoginModule``) or librdkafka's ``sasl.username`` / ``sasl.password``. OAUTHBEARER
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
+from pyspark_kafka_txn.client.keystores import StoreSpec, check_stores, java_stores, load_key_store
 from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig
 from pyspark_kafka_txn.wire import (
     SASL_MECHANISMS,
@@ -39,7 +42,6 @@ __all__ = [
     "SECURITY_OPTIONS",
     "ScramClient",
     "SecurityConfig",
-    "check_store_types",
 ]
 
 _SCRAM_MIN_ITERATIONS = 4096
@@ -52,6 +54,7 @@ SECURITY_OPTIONS = frozenset(
         "security.protocol",
         "ssl.truststore.location",
         "ssl.truststore.type",
+        "ssl.truststore.password",
         "ssl.ca.location",
         "ssl.keystore.location",
         "ssl.keystore.type",
@@ -69,36 +72,6 @@ SECURITY_OPTIONS = frozenset(
 )
 
 
-def check_store_types(options: Mapping[str, str], prefix: str = "") -> None:
-    """The one rule for key and trust stores, shared by every Kafka option translation.
-
-    Kafka's default store type is JKS, which neither Python's ``ssl`` nor librdkafka reads:
-    a ``ssl.truststore.location`` / ``ssl.keystore.location`` needs ``…type=PEM``.
-
-    Parameters
-    ----------
-    options
-        Kafka option names (without ``prefix``) to values.
-    prefix
-        How the user spelled the names' prefix (``kafka.`` for Spark options), for errors.
-
-    Raises
-    ------
-    ConfigError
-        Naming the store option, for a JKS/PKCS12 store or a location without a type.
-    """
-    for store in ("truststore", "keystore"):
-        location, kind_key = f"ssl.{store}.location", f"ssl.{store}.type"
-        kind = options.get(kind_key, "JKS" if location in options else "")
-        if kind and kind.upper() != "PEM":
-            raise ConfigError(
-                f"Option '{prefix}{location}' must be a PEM file ('{prefix}{kind_key}'='PEM', "
-                f"got {kind!r}; Kafka's default is JKS): Python and librdkafka cannot read "
-                f"JKS or PKCS12 stores; convert the store to PEM"
-                + (f" or give '{prefix}ssl.ca.location'" if store == "truststore" else "")
-            )
-
-
 @dataclass(frozen=True)
 class SecurityConfig:
     """How to secure a connection.
@@ -111,6 +84,9 @@ class SecurityConfig:
         PEM files: trusted CAs (None = system defaults), client certificate and key.
     key_password
         Password of ``key_file`` (hidden from repr).
+    truststore, keystore
+        JKS or PKCS12 stores (instead of ``ca_file``, ``cert_file`` and ``key_file``),
+        read when a connection is made.
     check_hostname
         Verify the broker's host name against its certificate.
     sasl_mechanism
@@ -126,6 +102,8 @@ class SecurityConfig:
     cert_file: str | None = None
     key_file: str | None = None
     key_password: str | None = field(default=None, repr=False)
+    truststore: StoreSpec | None = None
+    keystore: StoreSpec | None = None
     check_hostname: bool = True
     sasl_mechanism: str = "PLAIN"
     username: str | None = None
@@ -170,11 +148,13 @@ class SecurityConfig:
         Raises
         ------
         ConfigError
-            For JKS/PKCS12 stores (convert them to PEM), unknown protocols or mechanisms,
-            or SASL without credentials. Messages never include secret values.
+            For a store that cannot be read (type, password, file, entries), unknown
+            protocols or mechanisms, or SASL without credentials. Messages never include
+            secret values.
         """
         opts = dict(options)
-        check_store_types(opts)
+        check_stores(opts)
+        truststore, java_keystore = java_stores(opts)
         username = opts.get("sasl.username")
         password = opts.get("sasl.password")
         jaas = opts.get("sasl.jaas.config")
@@ -195,14 +175,19 @@ class SecurityConfig:
             if "username" not in pairs or "password" not in pairs:
                 raise ConfigError('sasl.jaas.config must set username="..." and password="..."')
             username, password = pairs["username"], pairs["password"]
-        keystore = opts.get("ssl.keystore.location")
+        keystore = None if java_keystore else opts.get("ssl.keystore.location")
+        pem_truststore = None if truststore else opts.get("ssl.truststore.location")
         algo = opts.get("ssl.endpoint.identification.algorithm", "https")
         return cls(
             protocol=opts.get("security.protocol", "PLAINTEXT").upper(),
-            ca_file=opts.get("ssl.truststore.location") or opts.get("ssl.ca.location"),
+            ca_file=pem_truststore or opts.get("ssl.ca.location"),
             cert_file=opts.get("ssl.certificate.location") or keystore,
             key_file=opts.get("ssl.key.location") or keystore,
-            key_password=opts.get("ssl.key.password") or opts.get("ssl.keystore.password"),
+            key_password=None
+            if java_keystore
+            else opts.get("ssl.key.password") or opts.get("ssl.keystore.password"),
+            truststore=truststore,
+            keystore=java_keystore,
             check_hostname=algo.lower() == "https",
             sasl_mechanism=mechanism,
             username=username,
@@ -212,10 +197,13 @@ class SecurityConfig:
 
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context for these settings."""
+        cadata = self.truststore.trusted_pem() if self.truststore is not None else None
         try:
-            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx = ssl.create_default_context(cafile=self.ca_file, cadata=cadata)
             ctx.check_hostname = self.check_hostname
-            if self.cert_file:
+            if self.keystore is not None:
+                load_key_store(ctx, self.keystore)
+            elif self.cert_file:
                 ctx.load_cert_chain(self.cert_file, self.key_file, password=self.key_password)
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot load TLS files: {type(exc).__name__}") from None

@@ -9,9 +9,12 @@ consumers of those names exist here:
   settings (parsed by :class:`~pyspark_kafka_txn.client.security.SecurityConfig`) and the
   producer settings the client knows.
 
-Both apply the same security rules (:func:`check_security`): the store-type rule of
-:func:`~pyspark_kafka_txn.client.security.check_store_types` and the JAAS translation. Errors
-name the option with its ``kafka.`` prefix, never a secret's value.
+Both apply the same security rules (:func:`check_security`): the key and trust store rules
+of :func:`~pyspark_kafka_txn.client.keystores.check_stores` and the JAAS translation. JKS and
+PKCS12 stores keep their Java names on the way to the executors (where the store is read,
+as Spark's built-in connector reads it there) and become librdkafka's in-memory PEM settings
+in :func:`librdkafka_client_config`. Errors name the option with its ``kafka.`` prefix,
+never a secret's value.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pyspark_kafka_txn.client.keystores import StoreSpec, check_stores, java_stores, librdkafka_pem
 from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig, librdkafka_oauth_cb
-from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig, check_store_types
+from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.registry import closest
 
@@ -46,8 +50,6 @@ _JAVA_ONLY = frozenset(
         "ssl.protocol",
         "ssl.enabled.protocols",
         "ssl.truststore.password",
-        "ssl.truststore.type",
-        "ssl.keystore.type",
         "ssl.keymanager.algorithm",
         "ssl.trustmanager.algorithm",
         "sasl.login.class",
@@ -58,6 +60,17 @@ _JAVA_ONLY = frozenset(
         "metric.reporters",
     }
 )
+
+#: The options of a JKS/PKCS12 trust store and key store (kept for librdkafka_client_config).
+_STORE_OPTIONS = {
+    "truststore": ("ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password"),
+    "keystore": (
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.keystore.password",
+        "ssl.key.password",
+    ),
+}
 
 #: Java-client names that librdkafka spells differently.
 _RENAMED = {
@@ -149,10 +162,11 @@ def check_security(raw: Mapping[str, str]) -> dict[str, str]:
     Raises
     ------
     ConfigError
-        For a JKS/PKCS12 store, an untranslatable JAAS config, or a ``sasl.mechanism`` that
-        does not match the JAAS login module.
+        For a key or trust store that cannot be read (type, password, file, entries), an
+        untranslatable JAAS config, or a ``sasl.mechanism`` that does not match the JAAS
+        login module.
     """
-    check_store_types(raw, prefix="kafka.")
+    check_stores(raw, prefix="kafka.")
     jaas = raw.get("sasl.jaas.config")
     match = _JAAS.match(jaas) if jaas is not None else None
     oauth_module = match is not None and match.group("module") == _OAUTH_MODULE
@@ -201,11 +215,17 @@ def librdkafka_params(
         librdkafka configuration.
     """
     credentials = check_security(raw)
+    java_names = _java_store_names(*java_stores(raw, prefix="kafka."))
     out: dict[str, str] = {}
     for key, value in raw.items():
         if key in rejected:
             raise ConfigError(rejected[key])
         if key in handled:
+            continue
+        if key in java_names:  # read into PEM where the client is made
+            out[key] = value
+            continue
+        if key in ("ssl.truststore.type", "ssl.keystore.type"):  # PEM: applied below
             continue
         if key in _JAVA_ONLY:
             logger.warning("Kafka option 'kafka.%s' has no librdkafka counterpart; ignored", key)
@@ -215,7 +235,7 @@ def librdkafka_params(
         elif key == "ssl.truststore.location":
             out["ssl.ca.location"] = value
         elif key == "ssl.keystore.location":
-            # A PEM key store (check_security refuses other types): the key and its
+            # A PEM key store (JKS/PKCS12 ones are kept above): the key and its
             # certificate chain in one file, which librdkafka reads as two settings (its
             # own ssl.keystore.location is a PKCS#12 file). Explicit ones win, as in
             # SecurityConfig.from_options.
@@ -294,14 +314,36 @@ def _oauth_config(raw: Mapping[str, str]) -> OAuthConfig:
     return oauth
 
 
+def _java_store_names(trust: StoreSpec | None, key: StoreSpec | None) -> frozenset[str]:
+    """The option names of the JKS/PKCS12 stores among ``trust`` and ``key``."""
+    return frozenset(
+        name for spec in (trust, key) if spec is not None for name in _STORE_OPTIONS[spec.role]
+    )
+
+
+def _with_pem_stores(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with its JKS/PKCS12 stores read into librdkafka's in-memory PEM settings
+    (``ssl.ca.pem``, ``ssl.certificate.pem``, ``ssl.key.pem``): no key material on disk."""
+    names = {k: str(config[k]) for group in _STORE_OPTIONS.values() for k in group if k in config}
+    if "ssl.truststore.location" not in names and "ssl.keystore.location" not in names:
+        return dict(config)
+    trust, key = java_stores(names, prefix="kafka.")
+    java_names = _java_store_names(trust, key)
+    out = {k: v for k, v in config.items() if k not in java_names}
+    out.update(librdkafka_pem(trust, key))
+    return out
+
+
 def librdkafka_client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A librdkafka configuration ready for confluent-kafka's clients.
 
-    With ``sasl.mechanism=OAUTHBEARER`` the token source settings (``sasl.jaas.config``,
-    ``sasl.oauthbearer.token.provider`` / ``.token.endpoint.url``), which travel to the
-    executors as strings, become confluent-kafka's ``oauth_cb`` (the tokens come from
-    :mod:`pyspark_kafka_txn.client.oauth`, as the writer's); other configurations are
-    returned as they are.
+    JKS and PKCS12 stores (kept under their Java names by :func:`librdkafka_params`) are
+    read here, where the client is made, into ``ssl.ca.pem`` / ``ssl.certificate.pem`` /
+    ``ssl.key.pem``. With ``sasl.mechanism=OAUTHBEARER`` the token source settings
+    (``sasl.jaas.config``, ``sasl.oauthbearer.token.provider`` / ``.token.endpoint.url``),
+    which travel to the executors as strings, become confluent-kafka's ``oauth_cb`` (the
+    tokens come from :mod:`pyspark_kafka_txn.client.oauth`, as the writer's); other
+    settings are returned as they are.
 
     Parameters
     ----------
@@ -313,8 +355,9 @@ def librdkafka_client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     dict
         The settings to create a ``Consumer`` or ``AdminClient`` with.
     """
+    config = _with_pem_stores(config)
     if str(config.get("sasl.mechanism", "")).upper() != "OAUTHBEARER":
-        return dict(config)
+        return config
     oauth = _oauth_config({k: str(v) for k, v in config.items() if k in SECURITY_OPTIONS})
     out = {k: v for k, v in config.items() if k not in OAUTH_OPTIONS and k != "sasl.jaas.config"}
     out["oauth_cb"] = librdkafka_oauth_cb(oauth)

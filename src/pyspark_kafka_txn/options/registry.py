@@ -442,8 +442,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "kafka.security.protocol, kafka.ssl.\\*, kafka.sasl.\\*",
         "both",
-        "TLS and SASL (PLAIN, SCRAM, OAUTHBEARER) as for Spark's connector; stores must be "
-        "PEM; OAUTHBEARER takes a token provider or OIDC client credentials "
+        "TLS and SASL (PLAIN, SCRAM, OAUTHBEARER) as for Spark's connector; key and trust "
+        "stores JKS, PKCS12 or PEM ([Java key stores](sign-in.md#java-key-stores-jks-pkcs12)); "
+        "OAUTHBEARER takes a token provider or OIDC client credentials "
         "([Signing in](sign-in.md)).",
         shown="`PLAINTEXT`",
     ),

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig, librdkafka_oauth_cb
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig, check_store_types
 from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.kerberos import check_kerberos, librdkafka_kerberos, uses_kerberos
 from pyspark_kafka_txn.options.registry import closest
 
 __all__ = [
@@ -56,6 +57,8 @@ _JAVA_ONLY = frozenset(
         "security.providers",
         "auto.include.jmx.reporter",
         "metric.reporters",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
     }
 )
 
@@ -153,6 +156,9 @@ def check_security(raw: Mapping[str, str]) -> dict[str, str]:
         does not match the JAAS login module.
     """
     check_store_types(raw, prefix="kafka.")
+    if uses_kerberos(raw):
+        check_kerberos(raw)
+        return {}
     jaas = raw.get("sasl.jaas.config")
     match = _JAAS.match(jaas) if jaas is not None else None
     oauth_module = match is not None and match.group("module") == _OAUTH_MODULE
@@ -201,11 +207,12 @@ def librdkafka_params(
         librdkafka configuration.
     """
     credentials = check_security(raw)
+    kerberos = librdkafka_kerberos(raw) if uses_kerberos(raw) else {}
     out: dict[str, str] = {}
     for key, value in raw.items():
         if key in rejected:
             raise ConfigError(rejected[key])
-        if key in handled:
+        if key in handled or (key == "sasl.jaas.config" and kerberos):
             continue
         if key in _JAVA_ONLY:
             logger.warning("Kafka option 'kafka.%s' has no librdkafka counterpart; ignored", key)
@@ -227,6 +234,8 @@ def librdkafka_params(
             out[key] = value if value else "none"
         else:
             out[_RENAMED.get(key, key)] = value
+    for key, value in kerberos.items():
+        out.setdefault(key, value)
     return out
 
 

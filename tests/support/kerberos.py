@@ -258,6 +258,7 @@ def kerberos_kafka(
     *,
     admin_password: str,
     authorizer: bool = True,
+    super_users: tuple[str, ...] = (),
     config: Mapping[str, str] | None = None,
 ) -> ApacheKafka:
     """An Apache Kafka node (not started) whose client listener takes SCRAM-SHA-256 and GSSAPI.
@@ -265,7 +266,8 @@ def kerberos_kafka(
     The brokers log in to each other with SCRAM as ``admin`` (``admin_password``, a super
     user); Kerberos clients authenticate with GSSAPI against the broker principal
     ``kafka/127.0.0.1@REALM`` and become ``User:<first component of their principal>``
-    (Kafka's default ``sasl.kerberos.principal.to.local.rules``).
+    (Kafka's default ``sasl.kerberos.principal.to.local.rules``); ``super_users`` are
+    allowed everything besides the admin.
     """
     keytab = kdc.add_principal(f"{SERVICE}/{BROKER_HOST}")
     jaas = krb5_jaas(keytab, kdc.principal(f"{SERVICE}/{BROKER_HOST}"))
@@ -274,7 +276,7 @@ def kerberos_kafka(
         users={"admin": admin_password},
         mechanisms=("SCRAM-SHA-256", "GSSAPI"),
         authorizer=authorizer,
-        super_users=("User:admin",),
+        super_users=("User:admin", *super_users),
     )
     props = {
         "sasl.kerberos.service.name": SERVICE,

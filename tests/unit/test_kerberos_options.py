@@ -7,6 +7,8 @@ broker is tested against Apache Kafka and a real KDC in tests/client/test_kerber
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pyspark_kafka_txn.client.kerberos import KerberosConfig
@@ -131,3 +133,11 @@ def test_writer_options_keep_kerberos_settings() -> None:
     assert security.kerberos == KerberosConfig(
         service_name="kfk", principal="app@EX.COM", keytab="/k/app.keytab"
     )
+
+
+def test_missing_gssapi_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the ``kerberos`` extra the writer's options fail at once, saying what to
+    install (``sys.modules[name] = None`` makes ``import gssapi`` raise ImportError)."""
+    monkeypatch.setitem(sys.modules, "gssapi", None)
+    with pytest.raises(ConfigError, match=r"'gssapi' package.*pyspark-kafka-txn\[kerberos\]"):
+        SecurityConfig.from_options({**GSSAPI, "sasl.jaas.config": KEYTAB_JAAS})

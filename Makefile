@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint check-python venv kcat maven bench bench-compare bench-neighbours chaos compat spark-versions clean
+.PHONY: demo test lint check-python venv kcat maven krb5-dev bench bench-compare bench-neighbours chaos compat spark-versions clean
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
 
-$(STAMP): pyproject.toml setup.cfg | check-python
+$(STAMP): pyproject.toml setup.cfg | check-python krb5-dev
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -22,6 +22,14 @@ kcat:
 	  echo "installing kcat (Debian package)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
+# The dev extra's gssapi (Kerberos for the writer) has no Linux wheel: pip builds it with
+# MIT Kerberos' krb5-config and headers. The tests' KDC installs its own packages.
+krb5-dev:
+	@command -v krb5-config >/dev/null 2>&1 || { \
+	  echo "installing libkrb5-dev (Debian package)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev >/dev/null; }
 
 # Apache Kafka's jars come from Maven Central through Maven (tests/support/apache_kafka).
 maven:

@@ -105,7 +105,7 @@ def test_security_options_parse_and_hide_secrets() -> None:
     with pytest.raises(ConfigError, match="username and password"):
         SecurityConfig.from_options({"security.protocol": "SASL_PLAINTEXT"})
     with pytest.raises(ConfigError, match=r"sasl\.mechanism"):
-        SecurityConfig(protocol="SASL_SSL", sasl_mechanism="GSSAPI", username="u", password="p")
+        SecurityConfig(protocol="SASL_SSL", sasl_mechanism="NTLM", username="u", password="p")
     plain = SecurityConfig.from_options(
         {"security.protocol": "sasl_plaintext", "sasl.username": "u", "sasl.password": "pw"}
     )

@@ -44,6 +44,7 @@ from pyspark_kafka_txn.client.errors import (
     KafkaConnectionError,
     ProtocolError,
 )
+from pyspark_kafka_txn.client.kerberos import GSSAPI, GssapiSession
 from pyspark_kafka_txn.client.oauth import challenge_status, current_token, initial_response
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.kio_entities import build
@@ -332,6 +333,13 @@ class Connection:
 
         if mechanism == "PLAIN":
             step(b"\0" + user.encode() + b"\0" + password.encode())
+            return
+        if mechanism == GSSAPI:
+            assert security.kerberos is not None  # SecurityConfig requires it
+            session = GssapiSession(security.kerberos, self.host)
+            answer: bytes | None = session.first_token()
+            while answer is not None:
+                answer = session.respond(step(answer))
             return
         if mechanism == "OAUTHBEARER":
             assert security.oauth is not None  # SecurityConfig requires it

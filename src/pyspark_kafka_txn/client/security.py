@@ -12,7 +12,9 @@ PKCS12 stores are read by :mod:`pyspark_kafka_txn.client.keystores`),
 ``ScramLoginModule``) or librdkafka's ``sasl.username`` / ``sasl.password``. OAUTHBEARER
 takes its token from ``sasl.oauthbearer.token.provider`` or from OIDC client credentials
 (``sasl.oauthbearer.token.endpoint.url`` and ``OAuthBearerLoginModule required clientId="..."
-clientSecret="..." scope="...";``): see :mod:`pyspark_kafka_txn.client.oauth`.
+clientSecret="..." scope="...";``): see :mod:`pyspark_kafka_txn.client.oauth`. GSSAPI
+(Kerberos) takes ``sasl.kerberos.service.name`` and a ``Krb5LoginModule`` JAAS line: see
+:mod:`pyspark_kafka_txn.client.kerberos`.
 
 Secrets never appear in ``repr``, logs or exception messages.
 """
@@ -29,6 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
+from pyspark_kafka_txn.client.kerberos import (
+    GSSAPI,
+    KERBEROS_OPTIONS,
+    KerberosConfig,
+    require_gssapi,
+)
 from pyspark_kafka_txn.client.keystores import StoreSpec, check_stores, java_stores, load_key_store
 from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig
 from pyspark_kafka_txn.wire import (
@@ -68,6 +76,7 @@ SECURITY_OPTIONS = frozenset(
         "sasl.username",
         "sasl.password",
         *OAUTH_OPTIONS,
+        *KERBEROS_OPTIONS,
     }
 )
 
@@ -90,11 +99,13 @@ class SecurityConfig:
     check_hostname
         Verify the broker's host name against its certificate.
     sasl_mechanism
-        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.
+        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI.
     username, password
         SASL credentials (the password is hidden from repr).
     oauth
         The OAUTHBEARER token source (required for, and only for, that mechanism).
+    kerberos
+        The GSSAPI credentials and service name (required for, and only for, GSSAPI).
     """
 
     protocol: str = "PLAINTEXT"
@@ -109,17 +120,22 @@ class SecurityConfig:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     oauth: OAuthConfig | None = None
+    kerberos: KerberosConfig | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in SECURITY_PROTOCOLS:
             raise ConfigError(f"security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}")
         if self.uses_sasl:
-            if self.sasl_mechanism not in SASL_MECHANISMS:
+            if self.sasl_mechanism not in (*SASL_MECHANISMS, GSSAPI):
                 raise ConfigError(
-                    f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
+                    f"sasl.mechanism must be one of {', '.join((*SASL_MECHANISMS, GSSAPI))}, "
                     f"got {self.sasl_mechanism!r}"
                 )
-            if self.sasl_mechanism == "OAUTHBEARER":
+            if self.sasl_mechanism == GSSAPI:
+                if self.kerberos is None:
+                    raise ConfigError("sasl.mechanism=GSSAPI needs Kerberos settings")
+                require_gssapi()
+            elif self.sasl_mechanism == "OAUTHBEARER":
                 if self.oauth is None:
                     raise ConfigError(
                         "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.provider or "
@@ -159,8 +175,10 @@ class SecurityConfig:
         password = opts.get("sasl.password")
         jaas = opts.get("sasl.jaas.config")
         mechanism = opts.get("sasl.mechanism", "PLAIN").upper()
-        oauth = None
-        if mechanism == "OAUTHBEARER":
+        oauth = kerberos = None
+        if mechanism == GSSAPI:
+            kerberos = KerberosConfig.from_options(opts)
+        elif mechanism == "OAUTHBEARER":
             oauth_args = None
             if jaas:
                 if _OAUTH_MODULE not in (jaas.split() or [""])[0]:
@@ -193,6 +211,7 @@ class SecurityConfig:
             username=username,
             password=password,
             oauth=oauth,
+            kerberos=kerberos,
         )
 
     def ssl_context(self) -> ssl.SSLContext:

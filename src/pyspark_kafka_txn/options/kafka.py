@@ -28,6 +28,7 @@ from pyspark_kafka_txn.client.keystores import StoreSpec, check_stores, java_sto
 from pyspark_kafka_txn.client.oauth import OAUTH_OPTIONS, OAuthConfig, librdkafka_oauth_cb
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS, SecurityConfig
 from pyspark_kafka_txn.errors import ConfigError
+from pyspark_kafka_txn.options.kerberos import check_kerberos, librdkafka_kerberos, uses_kerberos
 from pyspark_kafka_txn.options.registry import closest
 
 __all__ = [
@@ -58,6 +59,8 @@ _JAVA_ONLY = frozenset(
         "security.providers",
         "auto.include.jmx.reporter",
         "metric.reporters",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
     }
 )
 
@@ -167,6 +170,9 @@ def check_security(raw: Mapping[str, str]) -> dict[str, str]:
         login module.
     """
     check_stores(raw, prefix="kafka.")
+    if uses_kerberos(raw):
+        check_kerberos(raw)
+        return {}
     jaas = raw.get("sasl.jaas.config")
     match = _JAAS.match(jaas) if jaas is not None else None
     oauth_module = match is not None and match.group("module") == _OAUTH_MODULE
@@ -216,11 +222,12 @@ def librdkafka_params(
     """
     credentials = check_security(raw)
     java_names = _java_store_names(*java_stores(raw, prefix="kafka."))
+    kerberos = librdkafka_kerberos(raw) if uses_kerberos(raw) else {}
     out: dict[str, str] = {}
     for key, value in raw.items():
         if key in rejected:
             raise ConfigError(rejected[key])
-        if key in handled:
+        if key in handled or (key == "sasl.jaas.config" and kerberos):
             continue
         if key in java_names:  # read into PEM where the client is made
             out[key] = value
@@ -247,6 +254,8 @@ def librdkafka_params(
             out[key] = value if value else "none"
         else:
             out[_RENAMED.get(key, key)] = value
+    for key, value in kerberos.items():
+        out.setdefault(key, value)
     return out
 
 

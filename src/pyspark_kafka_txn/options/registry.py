@@ -442,9 +442,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "kafka.security.protocol, kafka.ssl.\\*, kafka.sasl.\\*",
         "both",
-        "TLS and SASL (PLAIN, SCRAM, OAUTHBEARER) as for Spark's connector; key and trust "
-        "stores JKS, PKCS12 or PEM ([Java key stores](sign-in.md#java-key-stores-jks-pkcs12)); "
-        "OAUTHBEARER takes a token provider or OIDC client credentials "
+        "TLS and SASL (PLAIN, SCRAM, OAUTHBEARER; GSSAPI for the writer only) as for Spark's "
+        "connector; key and trust stores JKS, PKCS12 or PEM "
+        "([Java key stores](sign-in.md#java-key-stores-jks-pkcs12)); OAUTHBEARER takes a "
+        "token provider or OIDC client credentials, GSSAPI (Kerberos) a `Krb5LoginModule` "
+        "keytab or ticket cache "
         "([Signing in](sign-in.md)).",
         shown="`PLAINTEXT`",
     ),

@@ -28,10 +28,9 @@ Load = tuple[float, float, float]
 
 
 def default_max_load() -> float:
-    """Twice the number of cores: a Spark benchmark alone keeps the 1-minute load average
-    of a 2-core machine at 2-3 (``bench/README.md``, ``writer_overhead.py`` run C, an
-    otherwise idle machine); above twice the cores other work had the CPU for a good part
-    of the phase."""
+    """Twice the number of cores: a Spark benchmark keeps about as many of its threads
+    runnable as there are cores (``bench/README.md``, "The load rule"), so above twice
+    the cores other work had the CPU for a good part of the phase."""
     return 2.0 * (os.cpu_count() or 1)
 
 
@@ -71,9 +70,10 @@ class LoadLog:
         return [p for p in self.phases if p.peak > limit]
 
 
-def load_check(log: LoadLog, limit: float) -> list[str]:
+def load_check(log: LoadLog, limit: float, allowed: bool = False) -> list[str]:
     """Markdown lines for the top of a report: the load rule and whether the run kept it
-    (the empty list never: the rule is always stated)."""
+    (never empty: the rule is always stated); ``allowed``: a run that broke it is kept
+    anyway (``--allow-loaded``), as a try-out."""
     if not log.phases:
         return [f"Load check: no phase measured (threshold {limit:g})."]
     peaks = [p.peak for p in log.phases]
@@ -85,11 +85,15 @@ def load_check(log: LoadLog, limit: float) -> list[str]:
             f"was at most {limit:g} ({span} over {len(peaks)} phases)."
         ]
     worst = max(over, key=lambda p: p.peak)
+    then = (
+        "Kept as a try-out (`--allow-loaded`)."
+        if allowed
+        else "Rerun on a quieter machine, or pass `--allow-loaded` to keep it as a try-out."
+    )
     return [
         f"**Load check: FAILED, not for publishing.** {len(over)} of {len(peaks)} phases had "
         f"a 1-minute load average above {limit:g} before or after them ({span}; highest "
-        f"{worst.peak:.1f}, around {worst.phase}). Rerun on a quieter machine, or pass "
-        "`--allow-loaded` to keep the numbers as a try-out.",
+        f"{worst.peak:.1f}, around {worst.phase}). {then}",
     ]
 
 
@@ -158,7 +162,7 @@ def describe(kafka: str, argv: list[str]) -> dict[str, Any]:
             "pyspark": _version("pyspark"),
             "java": java_version(),
             "kafka": kafka,
-            "confluent_kafka": confluent_kafka.version()[0],
+            "confluent_kafka": _version("confluent-kafka"),
             "librdkafka": confluent_kafka.libversion()[0],
             "pyarrow": _version("pyarrow"),
         },
@@ -171,9 +175,23 @@ def describe(kafka: str, argv: list[str]) -> dict[str, Any]:
     }
 
 
+#: The versions :func:`describe` gives; :func:`header` adds any others a script put in.
+_KNOWN = {
+    "pyspark_kafka_txn",
+    "python",
+    "pyspark",
+    "java",
+    "kafka",
+    "confluent_kafka",
+    "librdkafka",
+    "pyarrow",
+}
+
+
 def header(info: dict[str, Any]) -> list[str]:
     """Markdown lines naming the code, versions and machine of ``info`` (:func:`describe`)."""
     v, m = info["versions"], info["machine"]
+    more = "".join(f"; {value}" for key, value in v.items() if key not in _KNOWN)
     commit = info["commit"][:12]
     if info["dirty"]:
         commit += " (work tree with uncommitted changes)"
@@ -181,7 +199,7 @@ def header(info: dict[str, Any]) -> list[str]:
         f"* Command: `{' '.join(info['command'])}`, {info['date']}; commit {commit}.",
         f"* Versions: pyspark-kafka-txn {v['pyspark_kafka_txn']}, Python {v['python']}, "
         f"PySpark {v['pyspark']}, Java: {v['java']}, {v['kafka']}, confluent-kafka "
-        f"{v['confluent_kafka']} (librdkafka {v['librdkafka']}), pyarrow {v['pyarrow']}.",
+        f"{v['confluent_kafka']} (librdkafka {v['librdkafka']}), pyarrow {v['pyarrow']}{more}.",
         f"* Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB memory, "
         f"{m['platform']}.",
     ]

@@ -851,7 +851,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(1 node), {conn.note}."
         )
         say(title)
-        say(f"load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        now = os.getloadavg()
+        say(f"load average at the start: {', '.join(f'{x:.1f}' for x in now)}")
+        if now[0] > args.max_load and not args.allow_loaded:
+            say(f"  already above --max-load {args.max_load:g}: this run will likely be refused")
         sets = [fill(bootstrap, d) for d in plan] if sections & {"reader", "writer"} else []
         spark = spark_session(conn.spark_jars)
         cpu = CpuMeter(broker_pid)
@@ -877,9 +880,9 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     refused = bool(load.over(args.max_load))
     header = [
-        title,
+        f"## `bench/compare.py {' '.join(argv)}`",
         "",
-        *load_check(load, args.max_load),
+        *load_check(load, args.max_load, args.allow_loaded),
         *rounds_note(args, sections),
         "",
         *run_info_header(info),

@@ -81,7 +81,7 @@ def pickle_by_value() -> None:
     :func:`memory_batches` in them)."""
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 
 def floor_options(counts: Mapping[int, int], value_size: int, key_size: int) -> dict[str, str]:

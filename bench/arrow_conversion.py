@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,7 +56,9 @@ def baseline(msgs: list[Any], tp: TopicPartition, include_headers: bool) -> pa.R
     ]
     if include_headers:
         headers = [
-            [{"key": k, "value": v} for k, v in h] if h else None
+            [{"key": k, "value": v} for k, v in cast("list[tuple[str, bytes | None]]", h)]
+            if h
+            else None
             for h in map(Message.headers, msgs)
         ]
         arrays.append(pa.array(headers, schema.field("headers").type))
@@ -65,7 +67,9 @@ def baseline(msgs: list[Any], tp: TopicPartition, include_headers: bool) -> pa.R
 
 def messages(rows: int, with_key_and_headers: bool) -> list[Message]:
     key = b"key-000123" if with_key_and_headers else None
-    headers = [("trace", b"0123456789"), ("empty", None)] if with_key_and_headers else None
+    headers: list[tuple[str, str | bytes | None]] | None = (
+        [("trace", b"0123456789"), ("empty", None)] if with_key_and_headers else None
+    )
     return [
         Message(
             topic=TP.topic,

@@ -267,7 +267,7 @@ def consume(bootstrap: str, topic: str, opts: Options) -> int:
                 err = msg.error()
                 if err is not None:
                     raise KafkaException(err)
-                total += len(msg.value())
+                total += len(msg.value() or b"")
                 count += 1
         if count != opts.records or total != opts.records * opts.size:
             raise RuntimeError(

@@ -281,7 +281,7 @@ class ConfluentLoop(threading.Thread):
                     producer.begin_transaction()
                     in_txn = True
                 producer.produce(self.sink, msg.value(), msg.key())
-                following[msg.partition()] = msg.offset() + 1  # type: ignore[operator]
+                following[msg.partition()] = msg.offset() + 1  # type: ignore[index,operator]
             producer.poll(0)
             if in_txn and time.monotonic() - last_commit >= self.commit_s:
                 offsets = [TopicPartition(self.source, p, o) for p, o in following.items()]

@@ -53,9 +53,7 @@ import contextlib
 import json
 import multiprocessing
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -69,6 +67,7 @@ from typing import Any
 import pyarrow as pa
 
 from _common import broker_process
+from _run_info import describe
 from _verify import committed_count
 from pyspark_kafka_txn.client.connection import Connection
 from pyspark_kafka_txn.options import WriterOptions, parse_writer_options
@@ -511,33 +510,10 @@ def report(batches: list[Batch], phases: list[Phase], header: list[str]) -> str:
 
 
 def describe_run(args: argparse.Namespace, kafka: str) -> dict[str, Any]:
-    """Commit, versions, machine and settings, for the report's header and the JSON."""
-    import confluent_kafka
-
-    import pyspark_kafka_txn
-
-    def git(*cmd: str) -> str:
-        try:
-            out = subprocess.run(
-                ["git", "-C", str(REPO), *cmd], capture_output=True, text=True, check=True
-            )
-        except (OSError, subprocess.CalledProcessError):
-            return "unknown"
-        return out.stdout.strip()
-
+    """Commit, versions and machine (:func:`_run_info.describe`) and the settings, for the
+    report's header and the JSON."""
     return {
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain")),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "kafka": kafka,
-        "pyspark_kafka_txn": pyspark_kafka_txn.__version__,
-        "python": platform.python_version(),
-        "confluent_kafka": confluent_kafka.__version__,
-        "librdkafka": confluent_kafka.libversion()[0],
-        "pyarrow": pa.__version__,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "command": sys.argv,
+        **describe(kafka, sys.argv[1:]),
         "settings": {k: v for k, v in vars(args).items() if k != "neighbour_counts"},
     }
 

@@ -27,6 +27,11 @@ EndTxns sent before it). The broker runs in a separate process
     .venv/bin/python bench/writer_commit.py
     .venv/bin/python bench/writer_commit.py --tasks 8,64,256,1024 --repeat 7 --partitions 8
 
+A third pair of tables gives the steps the writer times itself, as it logs them at DEBUG
+(``pyspark_kafka_txn.steps``): the median of each step of a write task (loggers
+``pyspark_kafka_txn.writer.task``) and of a ``commit_batch`` (``pyspark_kafka_txn.writer.commit``)
+per task count, collected by a logging handler from the records' ``steps`` attribute.
+
 This is a benchmark, not a test: it checks only that a read_committed consumer finds every
 record that was committed.
 """
@@ -34,6 +39,7 @@ record that was committed.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import statistics
@@ -75,6 +81,36 @@ PHASES = (
 )
 FIND = "FindCoordinator"
 TIMEOUT_MS = 120_000
+#: The loggers whose DEBUG records carry the writer's step times, and what they time.
+STEP_LOGGERS = {
+    "pyspark_kafka_txn.writer.task": "task",
+    "pyspark_kafka_txn.writer.commit": "commit",
+}
+
+
+class StepsCollector(logging.Handler):
+    """The writer's step times (ms) from its DEBUG records' ``steps`` attribute, one dict per
+    write task and per commit, kept under the task count being measured (:attr:`label`;
+    ``None``: not kept, as in the warm-up and the EndTxn round by hand)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.label: int | None = None
+        #: (task count, "task" or "commit") -> the steps of each record
+        self.found: dict[tuple[int, str], list[dict[str, float]]] = defaultdict(list)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Keep the record's ``steps`` (records without them are not the step lines)."""
+        steps = getattr(record, "steps", None)
+        if self.label is not None and isinstance(steps, dict):
+            self.found[(self.label, STEP_LOGGERS[record.name])].append(dict(steps))
+
+    def install(self) -> None:
+        """Attach to the writer's task and commit loggers and let their DEBUG records out."""
+        for name in STEP_LOGGERS:
+            log = logging.getLogger(name)
+            log.setLevel(logging.DEBUG)
+            log.addHandler(self)
 
 
 class PhaseTimer:
@@ -222,10 +258,39 @@ def _verdict(exponent: float) -> str:
     return "about linear" if exponent <= 1.1 else "super-linear"
 
 
+def steps_tables(found: dict[tuple[int, str], list[dict[str, float]]]) -> list[str]:
+    """Per task count, the median ms of each step of a write task and of a commit (over the
+    records that have the step: ``n`` says how many records there were)."""
+    lines: list[str] = []
+    for kind, what in (("task", "a write task"), ("commit", "commit_batch")):
+        counts = sorted(n for n, k in found if k == kind)
+        if not counts:
+            continue
+        names = list(dict.fromkeys(s for n in counts for rec in found[(n, kind)] for s in rec))
+        names = [s for s in names if s != "total"] + ["total"]
+        lines += [
+            "",
+            f"Steps of {what} as the writer logs them at DEBUG, median ms (each step over "
+            "the records that have it; the medians need not add up to the total's):",
+            "",
+            "| tasks | n | " + " | ".join(names) + " |",
+            "|------:|--:|" + "---:|" * len(names),
+        ]
+        for n in counts:
+            records = found[(n, kind)]
+            cells = []
+            for name in names:
+                xs = [rec[name] for rec in records if name in rec]
+                cells.append(f"{statistics.median(xs):.1f}" if xs else "-")
+            lines.append(f"| {n} | {len(records)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report(
     results: dict[int, dict[str, list[float]]],
     split: dict[int, dict[str, list[float]]],
     args: argparse.Namespace,
+    steps: dict[tuple[int, str], list[dict[str, float]]],
 ) -> str:
     """The tables: commit time per task count and its growth, the phases, the EndTxn split."""
     counts = sorted(results)
@@ -286,6 +351,7 @@ def report(
                 f"| {n:>5} | {_ms(split[n]['lookups']):>23} | {_ms(split[n]['end']):>26} | "
                 f"{_ms(split[n]['broker cpu']):>13} |"
             )
+    lines += steps_tables(steps)
     return "\n".join(lines) + "\n"
 
 
@@ -347,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"bench-commit-{uuid.uuid4().hex[:8]}"
     timer = PhaseTimer()
     instrument(timer)
+    collector = StepsCollector()
+    collector.install()
     results: dict[int, dict[str, list[float]]] = {}
     split: dict[int, dict[str, list[float]]] = {}
     with broker_process("--topic", f"{topic}:{args.partitions}") as (bootstrap, pid):
@@ -355,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         run_count(bootstrap, topic, 2, warm, timer)
         expected = 2 * warm.repeat * args.rows
         for n in counts:
+            collector.label = n
             results[n] = run_count(bootstrap, topic, n, args, timer)
+            collector.label = None
             expected += n * args.repeat * args.rows
             runs = ", ".join(f"{s * 1000:.0f}" for s in results[n]["commit"])
             sys.stdout.write(f"{n} tasks: commit ms {runs}\n")
@@ -366,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if got != expected:
         raise RuntimeError(f"{got} committed records in {topic}, expected {expected}")
     sys.stdout.write(f"read_committed count: {got} records, as expected\n\n")
-    sys.stdout.write(report(results, split, args))
+    sys.stdout.write(report(results, split, args, collector.found))
     if args.plot:
         plot(results, args.plot)
         sys.stdout.write(f"plot written to {args.plot}\n")

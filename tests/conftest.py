@@ -262,6 +262,19 @@ def kafka3(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
         yield KafkaTarget(own.bootstrap_servers, own)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_kept_clients() -> Iterator[None]:
+    """Close the clients this process keeps between reads and writes (the reader's
+    consumers, the writer's clients) after each module, before its clusters stop: each
+    module starts with none kept, and none keeps reconnecting to a stopped cluster."""
+    yield
+    from pyspark_kafka_txn.reader.executor import CONSUMERS
+    from pyspark_kafka_txn.writer.common import CLIENTS
+
+    CONSUMERS.close_all()
+    CLIENTS.close_all()
+
+
 @pytest.fixture(autouse=True)
 def _no_broker_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail any test during which the embedded broker hit an internal error."""

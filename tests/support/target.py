@@ -107,6 +107,13 @@ class KafkaTarget:
             return Stall(apache=self.apache.delay(api_key, seconds, count))
         return Stall(embedded=self._faults_possible().delay_requests(api_key, seconds, count=count))
 
+    def drop_connections(self) -> int:
+        """Close every connection of the clients of :attr:`fault_bootstrap_servers` (as a
+        broker restart, or a broker closing idle connections, does); the number closed."""
+        if self.apache is not None:
+            return self.apache.drop_connections()
+        return self._faults_possible().drop_connections()
+
     def clear_faults(self) -> None:
         """Lift every fault of :meth:`stall` and :meth:`delay`."""
         if self.apache is not None:

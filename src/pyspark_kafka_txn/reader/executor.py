@@ -21,13 +21,14 @@ import itertools
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from pyspark_kafka_txn.errors import KafkaTxnError, StallTimeoutError
 from pyspark_kafka_txn.options import ReaderOptions
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config
+from pyspark_kafka_txn.pool import Pool
 from pyspark_kafka_txn.reader.common import KafkaInputPartition, not_authorized, report_data_loss
 from pyspark_kafka_txn.schema import arrow_schema
 from pyspark_kafka_txn.wire import TopicPartition
@@ -35,7 +36,7 @@ from pyspark_kafka_txn.wire import TopicPartition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ARROW_BATCH_BYTES", "ARROW_BATCH_ROWS", "read_range", "read_ranges"]
+__all__ = ["ARROW_BATCH_BYTES", "ARROW_BATCH_ROWS", "CONSUMERS", "read_range", "read_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,39 @@ def _consumer_config(
     config = options.consumer_config(group_id)
     for key, value in _CONSUMER_DEFAULTS.items():
         config.setdefault(key, value)
-    size = partition.end - partition.start
+    # The range's size rounded up to a power of two: a pooled consumer serves the ranges
+    # of about its size (the setting is fixed when the consumer is made).
+    size = 1 << max(0, partition.end - partition.start - 1).bit_length()
     config.setdefault("queued.min.messages", min(max(size, _PREFETCH_MIN), _PREFETCH_MAX))
     return config
+
+
+#: The executor's consumers kept between tasks of one Python worker (Spark reuses its
+#: workers, so the next micro-batch's range of a topic-partition usually lands in a
+#: process that read the previous one): the consumer, its connections and metadata are
+#: reused, only its assignment is new. Found by the whole librdkafka configuration
+#: (credentials included) and the topic-partition; unassigned (no fetching) while idle;
+#: at most 16 kept, each for a minute of idleness; one whose range raised is closed.
+CONSUMERS: Pool[tuple[object, ...], Any] = Pool(
+    "consumer", lambda consumer: consumer.close(), capacity=16, idle_s=60.0
+)
+
+
+@contextmanager
+def _assigned_consumer(
+    options: ReaderOptions, partition: KafkaInputPartition, group_id: str
+) -> Iterator[Any]:
+    """A consumer assigned to ``partition`` from its start (pooled, see :data:`CONSUMERS`)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    config = librdkafka_client_config(_consumer_config(options, partition, group_id))
+    tp = partition.tp
+    key = (tuple(sorted(config.items(), key=itemgetter(0))), tp.topic, tp.partition)
+    with CONSUMERS.use(key, lambda: Consumer(config)) as consumer:
+        consumer.assign([CkTopicPartition(tp.topic, tp.partition, partition.start)])
+        yield consumer
+        consumer.unassign()  # stop fetching while idle (its prefetched records are dropped)
 
 
 @contextmanager
@@ -305,7 +336,7 @@ def read_ranges(
 ) -> Iterator[pa.RecordBatch]:
     """Read several ranges in one task (``minRecordsPerPartition``), one after the other.
 
-    Every range's consumer is created (and starts fetching in librdkafka's threads) before
+    Every range's consumer is assigned (and starts fetching in librdkafka's threads) before
     the first range is read, so the connections and first fetches of the later ranges
     overlap with the reading of the earlier ones instead of following it. The ranges are
     small by construction (packed up to the option's size), so prefetching all of them
@@ -316,39 +347,34 @@ def read_ranges(
     pyarrow.RecordBatch
         The batches of each range in turn (see :func:`read_range`).
     """
-    readers: list[_RangeReader] = []
-    try:
-        for partition in partitions:
-            if partition.end > partition.start:
-                readers.append(_RangeReader(options, partition, group_id))
+    with ExitStack() as consumers:
+        readers = [
+            _RangeReader(
+                options,
+                partition,
+                consumers.enter_context(_assigned_consumer(options, partition, group_id)),
+            )
+            for partition in partitions
+            if partition.end > partition.start
+        ]
         for reader in readers:
             yield from reader.batches()
-    finally:
-        for reader in readers:
-            reader.close()
 
 
 class _RangeReader:
     """The consumer loop behind :func:`read_range`."""
 
-    def __init__(self, options: ReaderOptions, partition: KafkaInputPartition, group_id: str):
-        from confluent_kafka import Consumer
+    def __init__(self, options: ReaderOptions, partition: KafkaInputPartition, consumer: Any):
         from confluent_kafka import TopicPartition as CkTopicPartition
 
         self.options = options
         self.tp = partition.tp
         self.start, self.end = partition.start, partition.end
         self.ck_tp = CkTopicPartition(self.tp.topic, self.tp.partition)
-        self.consumer = Consumer(
-            librdkafka_client_config(_consumer_config(options, partition, group_id))
-        )
-        self.consumer.assign([CkTopicPartition(self.tp.topic, self.tp.partition, self.start)])
+        self.consumer = consumer  # assigned to the range's start (_assigned_consumer)
         self.position = self.start
         self.done = False
         self.group_refused = False
-
-    def close(self) -> None:
-        self.consumer.close()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         include_headers = self.options.include_headers

@@ -32,7 +32,7 @@ from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.acls import acl_hints
-from pyspark_kafka_txn.writer.common import OPEN_STATES, connect
+from pyspark_kafka_txn.writer.common import OPEN_STATES, pooled
 from pyspark_kafka_txn.writer.decision import read_decision
 from pyspark_kafka_txn.writer.idempotent import AppWrite, claim_held
 from pyspark_kafka_txn.writer.ids import query_of, query_prefix, transactional_id
@@ -91,8 +91,8 @@ def abort_batch(
     prefix = options.transactional_id_prefix
     with (
         acl_hints(options),
-        connect(options) as cluster,
-        LeaseKeeper(lambda: connect(options), prefix, query_id, options.lingering_timeout_ms),
+        pooled(options) as cluster,
+        LeaseKeeper(lambda: pooled(options), prefix, query_id, options.lingering_timeout_ms),
     ):
         if options.exactly_once:
             decision = read_decision(cluster, prefix, query_id, batch=batch)

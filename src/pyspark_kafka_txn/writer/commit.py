@@ -63,14 +63,15 @@ from pyspark_kafka_txn.errors import (
     KafkaTxnError,
 )
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.steps import Steps
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.abandoned import abort_leftovers, end_abandoned
 from pyspark_kafka_txn.writer.abort import abort_fresh
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     COMPLETING_STATES,
-    connect,
     holds_open,
+    pooled,
     read_marker,
 )
 from pyspark_kafka_txn.writer.decision import (
@@ -126,22 +127,23 @@ def commit_batch(
     query_id = present[0].query_id
     prefix = options.transactional_id_prefix
     anchor = next((m.anchor for m in present if m.anchor is not None), None)
-    started = time.monotonic()
+    steps = Steps()
     lease_ms = options.lingering_timeout_ms
     with (
         acl_hints(options),
-        connect(options) as cluster,
-        LeaseKeeper(lambda: connect(options), prefix, query_id, lease_ms, anchor),
+        pooled(options) as cluster,
+        LeaseKeeper(lambda: pooled(options), prefix, query_id, lease_ms, anchor),
     ):
         if app is not None:
-            hold_claim(cluster, prefix, app, anchor)
+            with steps("claim"):
+                hold_claim(cluster, prefix, app, anchor)
         decided = (
-            _decide_and_commit(cluster, prefix, query_id, batch, present, len(messages))
+            _decide_and_commit(cluster, prefix, query_id, batch, present, len(messages), steps)
             if options.exactly_once
             else {}  # at least once: each task committed its own transaction
         )
         try:
-            _clean_up(cluster, options, query_id, decided, app)
+            _clean_up(cluster, options, query_id, decided, app, steps)
         except KafkaTxnError as exc:
             # The batch is committed: an error now would have a batch write retried (and
             # written twice) or a streaming query restarted for nothing.
@@ -159,8 +161,9 @@ def commit_batch(
         f"{prefix}{query_id}",
         sum(m.rows for m in present),
         len(present),
-        (time.monotonic() - started) * 1000,
+        steps.total_ms(),
     )
+    steps.log(logger, "batch %d of %s: commit", batch, f"{prefix}{query_id}")
 
 
 def _clean_up(
@@ -169,20 +172,24 @@ def _clean_up(
     query_id: str,
     decided: dict[int, Handle],
     app: AppWrite | None,
+    steps: Steps,
 ) -> None:
     """After the commit: wait for the batch's markers, abort this query's leftovers, end
     the transactions of other queries that are gone (:mod:`.abandoned`)."""
     prefix = options.transactional_id_prefix
-    still_open = _markers_landed(cluster, prefix, query_id, decided)
+    with steps("markers"):
+        still_open = _markers_landed(cluster, prefix, query_id, decided)
     if app is None or claim_held(cluster, prefix, app):
-        abort_leftovers(cluster, prefix, query_id, decided, still_open)
+        with steps("own leftovers"):
+            abort_leftovers(cluster, prefix, query_id, decided, still_open)
     else:
         logger.warning(
             "%s committed; another run of the same txnAppId started meanwhile: its "
             "transactions are left alone",
             app,
         )
-    end_abandoned(cluster, options, query_id)
+    with steps("neighbours"):
+        end_abandoned(cluster, options, query_id)
 
 
 def _decide_and_commit(
@@ -192,27 +199,32 @@ def _decide_and_commit(
     batch: int,
     present: list[TaskMessage],
     partitions: int,
+    steps: Steps,
 ) -> dict[int, Handle]:
     """Steps 1 to 4 of the module docstring; return the batch's handles by Spark partition.
 
     ``partitions`` is the number of Spark partitions of this run (one message each).
     """
-    last = read_decision(cluster, prefix, query_id, batch=batch)
+    with steps("last decision"):
+        last = read_decision(cluster, prefix, query_id, batch=batch)
     replayed = last if last is not None and last.stands_for(batch) else None
     handles = _gather_handles(replayed, present)
     if not handles:
         return handles
     checked_run = None
-    if replayed is None:
-        checked_run = _check_other_prefix(cluster, prefix, query_id, batch, present, last)
-        _check_in_time(query_id, batch, present)
-    else:
-        _check_recorded_not_lost(cluster, prefix, query_id, replayed)
-        _check_rewritten_alike(cluster, query_id, replayed, present, partitions)
-    decision = _record_decision(
-        cluster, prefix, query_id, batch, handles, present, last, partitions, checked_run
-    )
-    failed = _commit_transactions(cluster, handles)
+    with steps("checks"):
+        if replayed is None:
+            checked_run = _check_other_prefix(cluster, prefix, query_id, batch, present, last)
+            _check_in_time(query_id, batch, present)
+        else:
+            _check_recorded_not_lost(cluster, prefix, query_id, replayed)
+            _check_rewritten_alike(cluster, query_id, replayed, present, partitions)
+    with steps("decision record"):
+        decision = _record_decision(
+            cluster, prefix, query_id, batch, handles, present, last, partitions, checked_run
+        )
+    with steps("EndTxn"):
+        failed = _commit_transactions(cluster, handles)
     _check_outcome(cluster, prefix, query_id, decision, handles, failed)
     return handles
 

@@ -6,7 +6,8 @@ This module owns:
   partitions) and :data:`COMPLETING_STATES` (its coordinator is writing the markers),
   of :class:`~pyspark_kafka_txn.wire.TxnState`, whose members are every state the
   writer names;
-* :func:`connect`, the client for the writer's options;
+* :func:`connect`, the client for the writer's options, and :func:`pooled`, the same kept
+  between the tasks and commits of one process (:data:`CLIENTS`);
 * the batch marker: :func:`marker_metadata`, what a task commits with it, and
   :func:`read_marker`, the last batch a transactional id's marker committed;
 * :func:`holds_open`, whether a recorded handle's own transaction is still open.
@@ -19,7 +20,8 @@ The executor's code is :mod:`.task`; the driver's is :mod:`.commit`, :mod:`.abor
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from pyspark_kafka_txn.client.admin import TransactionDescription, fetch_offsets
@@ -27,16 +29,19 @@ from pyspark_kafka_txn.client.connection import ConnectionConfig
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.formats import BATCH_MARKER
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.pool import Pool
 from pyspark_kafka_txn.wire import TxnState
 from pyspark_kafka_txn.writer.decision import Handle
 
 __all__ = [
+    "CLIENTS",
     "COMPLETING_STATES",
     "OPEN_STATES",
     "check_marker",
     "connect",
     "holds_open",
     "marker_metadata",
+    "pooled",
     "read_marker",
 ]
 
@@ -57,6 +62,32 @@ def connect(options: WriterOptions) -> ClusterClient:
     return ClusterClient(
         options.bootstrap_servers, config, retry_timeout_s=options.max_block_ms / 1000
     )
+
+
+#: The writer's clients kept between uses in this process (a Python worker runs the tasks
+#: of many micro-batches one after the other; the driver's worker their commits): their
+#: connections, broker list, topic metadata and coordinators are reused. Each task and
+#: each lease keeper takes a client of its own (:func:`pooled`). At most 8 are kept, each
+#: for a minute of idleness (well under Kafka's ``connections.max.idle.ms``, 10 minutes by
+#: default, after which a broker closes an idle connection; one it closed anyway fails
+#: its first request, which the client retries on a new connection). A client holds no
+#: transaction state: every task still claims its transactional id with InitProducerId
+#: (see docs/design.md, "Reuse across micro-batches").
+CLIENTS: Pool[tuple[object, ...], ClusterClient] = Pool(
+    "writer client", ClusterClient.close, capacity=8, idle_s=60.0
+)
+
+
+@contextmanager
+def pooled(options: WriterOptions) -> Iterator[ClusterClient]:
+    """A client as :func:`connect` makes, kept in :data:`CLIENTS` between uses.
+
+    A client is reused only for the same bootstrap servers, security settings
+    (credentials included) and ``kafka.max.block.ms``; one whose use raised is closed.
+    """
+    key = (options.bootstrap_servers, options.security(), options.max_block_ms)
+    with CLIENTS.use(key, lambda: connect(options)) as cluster:
+        yield cluster
 
 
 def holds_open(described: TransactionDescription | None, handle: Handle) -> bool:

@@ -33,7 +33,9 @@ long to land. The clocks of the Spark drivers and executors are compared, so the
 agree to well within the lease (NTP does; the default lease is a minute).
 
 The renewals run in a daemon thread with a client of its own (the protocol client is not
-thread-safe), off the task's and the commit's critical path.
+thread-safe; it is taken from the process's pool of writer clients, so a worker's
+keepers reuse their connections from task to task), off the task's and the commit's
+critical path.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -208,9 +211,10 @@ class LeaseKeeper:
 
     Parameters
     ----------
-    connect
-        Opens a client of the keeper's own (called once, in the thread; closed when the
-        block ends).
+    clients
+        Lends the keeper a client of its own for as long as it renews (called in the
+        thread; called again after a renewal failed, as the client that failed is not
+        used again).
     prefix, query_id
         Whose lease.
     lease_ms
@@ -229,13 +233,13 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        connect: Callable[[], ClusterClient],
+        clients: Callable[[], AbstractContextManager[ClusterClient]],
         prefix: str,
         query_id: str,
         lease_ms: int,
         anchor: tuple[str, int] | None = None,
     ) -> None:
-        self._connect = connect
+        self._clients = clients
         self._prefix = prefix
         self._query_id = query_id
         self._lease_ms = lease_ms
@@ -244,7 +248,6 @@ class LeaseKeeper:
         self._due = threading.Event()
         self._renewed = False
         self._thread: threading.Thread | None = None
-        self._cluster: ClusterClient | None = None
 
     def anchor_at(self, anchor: tuple[str, int]) -> None:
         """Set the partition the next renewals are committed for (renewing at once if no
@@ -270,34 +273,33 @@ class LeaseKeeper:
         self._due.set()
         if self._thread is not None:
             # A renewal in flight may wait on a slow broker: the daemon thread finishes it
-            # (and closes its client) on its own rather than holding the task or commit.
+            # (and gives its client back) on its own rather than holding the task or commit.
             self._thread.join(_JOIN_S)
 
     def _run(self) -> None:
         every = renew_every_s(self._lease_ms)
-        try:
-            while not self._stop.is_set():
-                self._renew()
-                self._due.wait(every)
-                self._due.clear()
-        finally:
-            if self._cluster is not None:
-                self._cluster.close()
+        while not self._stop.is_set():
+            try:
+                with self._clients() as cluster:
+                    while not self._stop.is_set():
+                        self._renew(cluster)
+                        self._wait(every)
+            except KafkaTxnError as exc:  # the client that failed was closed, not kept
+                logger.warning(
+                    "lease of query %s not renewed (retried in %.1f s): %s",
+                    self._query_id,
+                    every,
+                    exc,
+                )
+                self._wait(every)
 
-    def _renew(self) -> None:
-        try:
-            if self._cluster is None:
-                self._cluster = self._connect()
-            cluster, prefix, query_id = self._cluster, self._prefix, self._query_id
-            if renew_lease(cluster, prefix, query_id, self._anchor, self._lease_ms):
-                self._renewed = True
-                logger.debug("lease of %s renewed (%d ms)", query_id, self._lease_ms)
-            else:
-                logger.debug("lease of %s: no partition known yet to renew it for", query_id)
-        except KafkaTxnError as exc:
-            logger.warning(
-                "lease of query %s not renewed (retried in %.1f s): %s",
-                self._query_id,
-                renew_every_s(self._lease_ms),
-                exc,
-            )
+    def _wait(self, seconds: float) -> None:
+        self._due.wait(seconds)
+        self._due.clear()
+
+    def _renew(self, cluster: ClusterClient) -> None:
+        if renew_lease(cluster, self._prefix, self._query_id, self._anchor, self._lease_ms):
+            self._renewed = True
+            logger.debug("lease of %s renewed (%d ms)", self._query_id, self._lease_ms)
+        else:
+            logger.debug("lease of %s: no partition known yet to renew it for", self._query_id)

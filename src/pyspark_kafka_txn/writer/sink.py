@@ -43,7 +43,7 @@ from pyspark_kafka_txn.spark_api import BatchWriterBase, StreamWriterBase
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
 from pyspark_kafka_txn.writer.commit import commit_batch
-from pyspark_kafka_txn.writer.common import connect
+from pyspark_kafka_txn.writer.common import pooled
 from pyspark_kafka_txn.writer.idempotent import AppWrite, start_app_write
 from pyspark_kafka_txn.writer.rows import arrow_batches
 from pyspark_kafka_txn.writer.schema import check_input_schema
@@ -101,7 +101,7 @@ def resolve_timeout(options: WriterOptions) -> int:
         return _CHECKED[key]
     where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
     try:
-        with acl_hints(options), connect(options) as cluster:
+        with acl_hints(options), pooled(options) as cluster:
             if options.topic is not None:
                 _check_topic(cluster, options.bootstrap_servers, options.topic)
             timeout = _resolve(cluster, options)
@@ -324,7 +324,7 @@ class KafkaBatchWriter(_KafkaWriter, BatchWriterBase):
         """
         writer = super().start(options, schema)
         if options.app_id is not None:
-            with acl_hints(options), connect(options) as cluster:
+            with acl_hints(options), pooled(options) as cluster:
                 writer.app = start_app_write(cluster, options)
             writer.job_id = writer.app.query_id
             writer.batch_id = writer.app.version

@@ -51,12 +51,13 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
+from pyspark_kafka_txn.steps import Steps
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     OPEN_STATES,
-    connect,
     holds_open,
     marker_metadata,
+    pooled,
     read_marker,
 )
 from pyspark_kafka_txn.writer.decision import Handle, read_decision
@@ -131,27 +132,34 @@ def write_task(
     tid = transactional_id(prefix, who.query_id, who.partition)
     lease_ms = options.lingering_timeout_ms
     anchor = (options.topic, 0) if options.topic is not None else None
-    # The task renews its query's lease while it runs, even before its first rows: the
-    # transactions its batch's other tasks prepared stay open meanwhile (see .liveness).
-    with LeaseKeeper(lambda: connect(options), prefix, who.query_id, lease_ms, anchor) as keeper:
-        # The first rows before anything else (step 3): no rows, no InitProducerId.
-        first = _first_rows(batches)
-        with acl_hints(options), connect(options) as cluster:
-            if options.exactly_once:
-                replay = _replayed(cluster, options, who, tid)
-                if replay is not None:
-                    return replay
-            if first is None:
-                logger.debug(
-                    "%s: no rows in batch %d: transactional id not claimed", tid, who.batch
-                )
-                return _message(who, EMPTY)
-            if app is not None:
-                where = f"in Spark partition {who.partition} before writing (nothing written)"
-                check_claim(cluster, prefix, app, where)
-            if anchor is None and (first_anchor := _first_anchor(first)) is not None:
-                keeper.anchor_at(first_anchor)  # else no row has a topic: _produce refuses
-            return _write_rows(cluster, options, who, tid, timeout_ms, first, batches)
+    steps = Steps()
+    try:
+        # The task renews its query's lease while it runs, even before its first rows:
+        # the transactions its batch's other tasks prepared stay open meanwhile (.liveness).
+        with LeaseKeeper(lambda: pooled(options), prefix, who.query_id, lease_ms, anchor) as keeper:
+            # The first rows before anything else (step 3): no rows, no InitProducerId.
+            with steps("input"):
+                first = _first_rows(batches)
+            with acl_hints(options), pooled(options) as cluster:
+                if options.exactly_once:
+                    with steps("replay check"):
+                        replay = _replayed(cluster, options, who, tid)
+                    if replay is not None:
+                        return replay
+                if first is None:
+                    logger.debug(
+                        "%s: no rows in batch %d: transactional id not claimed", tid, who.batch
+                    )
+                    return _message(who, EMPTY)
+                if app is not None:
+                    where = f"in Spark partition {who.partition} before writing (nothing written)"
+                    with steps("claim check"):
+                        check_claim(cluster, prefix, app, where)
+                if anchor is None and (first_anchor := _first_anchor(first)) is not None:
+                    keeper.anchor_at(first_anchor)  # else no row has a topic: _produce refuses
+                return _write_rows(cluster, options, who, tid, timeout_ms, first, batches, steps)
+    finally:
+        steps.log(logger, "%s: task of batch %d", tid, who.batch)
 
 
 def _write_rows(
@@ -162,20 +170,26 @@ def _write_rows(
     timeout_ms: int,
     first: pa.RecordBatch,
     batches: Iterator[pa.RecordBatch],
+    steps: Steps,
 ) -> TaskMessage:
     """InitProducerId, produce every row, add the batch marker and prepare (step 3)."""
     opened_ms = int(time.time() * 1000)
     producer = TransactionalProducer(options.producer_config(tid, timeout_ms), cluster)
-    producer.init_transactions()
+    with steps("InitProducerId"):
+        producer.init_transactions()
     producer.begin_transaction()
     try:
-        rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
+        with steps("produce (with the rest of the input)"):
+            rows, anchor = _produce(producer, options, itertools.chain((first,), batches))
         if not options.exactly_once:
-            producer.commit_transaction()
+            with steps("commit"):
+                producer.commit_transaction()
             return _message(who, COMMITTED, rows=rows)
         marker = marker_metadata(who.batch, rows)
-        producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
-        prepared = producer.prepare()
+        with steps("batch marker"):
+            producer.send_offsets_to_transaction({anchor: who.batch}, tid, marker)
+        with steps("prepare (flush)"):
+            prepared = producer.prepare()
     except BaseException:
         _abort_quietly(producer, tid)
         raise

@@ -367,6 +367,11 @@ class ApacheKafka:
         """Delay requests of ``api_key`` sent through the proxies (``count`` per node)."""
         return [self._proxy(n).delay(api_key, seconds, count) for n in self.nodes]
 
+    def drop_connections(self) -> int:
+        """Close every client connection through the proxies (as a broker closes idle
+        ones); the number closed. New connections are accepted as before."""
+        return sum(self._proxy(n).drop_connections() for n in self.nodes)
+
     def clear(self) -> None:
         """Lift every proxy rule; held requests are dropped with their connections."""
         for node in self.nodes:

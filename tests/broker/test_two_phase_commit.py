@@ -39,6 +39,7 @@ from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import SUPER_USER
+from tests.support.apache_kafka.tools import kafka_tool
 from tests.support.clients import (
     consume_all,
     first_address,
@@ -239,10 +240,14 @@ def test_enable_2pc_skips_the_timeout_check(kafka_2pc: KafkaTarget) -> None:
 # --- authorization ----------------------------------------------------------------------
 
 
-def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_2pc_acl: KafkaTarget) -> None:
+def test_enable_2pc_needs_the_two_phase_commit_acl(
+    kafka_2pc_acl: KafkaTarget, tmp_path: Path
+) -> None:
     """Enable2Pc needs TWO_PHASE_COMMIT on the transactional id besides WRITE (Kafka's
-    KafkaApis checks WRITE, then TWO_PHASE_COMMIT); ``auto`` falls back without it."""
+    KafkaApis checks WRITE, then TWO_PHASE_COMMIT); ``auto`` falls back without it. The
+    TWO_PHASE_COMMIT ACL is granted with the docs' ``kafka-acls.sh`` line (docs/operating.md)."""
     bs, tid = kafka_2pc_acl.bootstrap_servers, _tid()
+    prefix = tid[:-4]
     security = SecurityConfig.from_options(sasl_options("alice"))
 
     def init(mode: str) -> bool:
@@ -253,23 +258,28 @@ def test_enable_2pc_needs_the_two_phase_commit_acl(kafka_2pc_acl: KafkaTarget) -
             producer.init_transactions()
             return producer.two_phase_commit
 
-    def grant(operation: str) -> None:
-        java.call("createacl", "TRANSACTIONAL_ID", tid, "LITERAL", "User:alice", "*",
-                  operation, "ALLOW")  # fmt: skip
-
     java = JavaClient(bs, *java_sasl(SUPER_USER))
     try:
         with pytest.raises(AuthorizationError) as no_write:
             init("true")
         assert no_write.value.code.name == "transactional_id_authorization_failed"
-        grant("WRITE")
+        java.call("createacl", "TRANSACTIONAL_ID", tid, "LITERAL", "User:alice", "*",
+                  "WRITE", "ALLOW")  # fmt: skip
         assert init("false") is False  # WRITE alone: an ordinary transaction
         assert init("auto") is False  # ... and auto falls back to it
         with pytest.raises(AuthorizationError) as denied:
             init("true")
         assert denied.value.code.name == "transactional_id_authorization_failed"
         assert denied.value.operation == "WRITE and TWO_PHASE_COMMIT"
-        grant("TWO_PHASE_COMMIT")
+        admin = tmp_path / "admin.properties"
+        admin.write_text("\n".join(java_sasl(SUPER_USER)) + "\n")
+        added = kafka_tool(
+            "kafka-acls", bs, "--add",
+            "--allow-principal", "User:alice", "--operation", "TwoPhaseCommit",
+            "--transactional-id", prefix, "--resource-pattern-type", "prefixed",
+            command_config=admin,
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr[-2000:]
         assert init("true") is True
         assert init("auto") is True
         described = java.call("describetxn", tid)

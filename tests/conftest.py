@@ -14,7 +14,9 @@ of them not those marked ``embedded_only(reason)`` (they need the embedded clust
 injection or introspection); the others are deselected, never skipped, and the terminal
 summary counts them by reason. Tests of the ``kafka3`` fixture (three nodes) get a cluster
 of the session's kind of their own (see the fixture); on external clusters they are
-deselected.
+deselected. So do the tests of the KIP-939 clusters (``kafka_2pc``, ``kafka_2pc_off``,
+``kafka_2pc_acl``: two-phase commit on, off, and behind an authorizer), which on Apache Kafka
+run on releases from 4.4 on only.
 """
 
 from __future__ import annotations
@@ -114,12 +116,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped["needs a three-node cluster of its own"] += 1
         elif TARGET == "external" and TWO_PC_FIXTURES & names:
             dropped["needs a KIP-939 cluster of its own"] += 1
+        elif TARGET == "apache" and TWO_PC_FIXTURES & names and not _kip939_release():
+            dropped["KIP-939 is tested on Apache Kafka 4.4.0 and later"] += 1
         else:
             keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
     config.stash[_DESELECTED] = dropped
+
+
+def _kip939_release() -> bool:
+    """Whether the session's Apache Kafka release is one KIP-939 was verified on (4.4+)."""
+    from tests.support.apache_kafka import default_version
+
+    major, minor = (int(n) for n in default_version().split(".")[:2])
+    return (major, minor) >= (4, 4)
 
 
 _DESELECTED = pytest.StashKey[Counter[str]]()

@@ -14,7 +14,9 @@ of them not those marked ``embedded_only(reason)`` (they need the embedded clust
 injection or introspection); the others are deselected, never skipped, and the terminal
 summary counts them by reason. Tests of the ``kafka3`` fixture (three nodes) get a cluster
 of the session's kind of their own (see the fixture); on external clusters they are
-deselected.
+deselected. So do the tests of the KIP-939 clusters (``kafka_2pc``, ``kafka_2pc_off``,
+``kafka_2pc_acl``: two-phase commit on, off, and behind an authorizer), which on Apache Kafka
+run on releases from 4.4 on only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from pyspark_kafka_txn.embedded import EmbeddedKafka
-from tests.support.apache_kafka import ApacheKafka
+from tests.support import two_phase as kip939
+from tests.support.apache_kafka import ApacheKafka, Security
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.keystores import JavaStores, java_stores
 from tests.support.target import (
@@ -41,7 +44,11 @@ from tests.support.target import (
 logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
 
 #: Fixtures through which a test talks to a cluster of the session's target kind.
-TARGET_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka_tv2", "kafka3"})
+TARGET_FIXTURES = frozenset(
+    {"kafka", "kafka_tv1", "kafka_tv2", "kafka3", "kafka_2pc", "kafka_2pc_off", "kafka_2pc_acl"}
+)
+#: The KIP-939 clusters (:mod:`tests.support.two_phase`): started by the tests.
+TWO_PC_FIXTURES = frozenset({"kafka_2pc", "kafka_2pc_off", "kafka_2pc_acl"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,12 +115,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped["transaction version 2 needs Apache Kafka 4.0+"] += 1
         elif TARGET == "external" and "kafka3" in names:
             dropped["needs a three-node cluster of its own"] += 1
+        elif TARGET == "external" and TWO_PC_FIXTURES & names:
+            dropped["needs a KIP-939 cluster of its own"] += 1
+        elif TARGET == "apache" and TWO_PC_FIXTURES & names and not _kip939_release():
+            dropped["KIP-939 is tested on Apache Kafka 4.4.0 and later"] += 1
         else:
             keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
     config.stash[_DESELECTED] = dropped
+
+
+def _kip939_release() -> bool:
+    """Whether the session's Apache Kafka release is one KIP-939 was verified on (4.4+)."""
+    from tests.support.apache_kafka import default_version
+
+    major, minor = (int(n) for n in default_version().split(".")[:2])
+    return (major, minor) >= (4, 4)
 
 
 _DESELECTED = pytest.StashKey[Counter[str]]()
@@ -273,6 +292,64 @@ def _close_kept_clients() -> Iterator[None]:
 
     CONSUMERS.close_all()
     CLIENTS.close_all()
+
+
+def _two_pc_cluster(
+    request: pytest.FixtureRequest, *, two_phase: bool, acls: bool = False
+) -> Iterator[KafkaTarget]:
+    """A KIP-939 cluster of the session's kind (:mod:`tests.support.two_phase`)."""
+    if TARGET == "apache":
+        tv = os.environ.get("KAFKA_TXN_APACHE_TV")
+        security = (
+            Security(
+                protocol="SASL_PLAINTEXT",
+                users=kip939.ACL_USERS,
+                mechanisms=("PLAIN",),
+                authorizer=True,
+                super_users=(f"User:{next(iter(kip939.ACL_USERS))}",),
+            )
+            if acls
+            else None
+        )
+        apache = ApacheKafka(
+            1,
+            security=security,
+            transaction_version=int(tv) if tv else None,
+            config=kip939.apache_config(two_phase=two_phase),
+        )
+        request.config.stash.setdefault(_APACHE, []).append(apache)
+        with apache:
+            yield KafkaTarget(apache.bootstrap_servers, apache=apache)
+        return
+    settings = (
+        kip939.embedded_acl_settings() if acls else kip939.embedded_settings(two_phase=two_phase)
+    )
+    with CheckedKafka(**settings) as own:
+        yield KafkaTarget(own.bootstrap_servers, own)
+
+
+@pytest.fixture(scope="session")
+def kafka_2pc(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """A cluster of the session's kind serving KIP-939: Apache Kafka with
+    ``transaction.two.phase.commit.enable=true`` and ``unstable.api.versions.enable=true``
+    (or the embedded cluster with the same), ``transaction.max.timeout.ms`` of
+    :data:`tests.support.two_phase.MAX_TIMEOUT_MS`."""
+    yield from _two_pc_cluster(request, two_phase=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_2pc_off(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """As :func:`kafka_2pc` with two-phase commit off: InitProducerId v6 advertised,
+    ``Enable2Pc`` refused."""
+    yield from _two_pc_cluster(request, two_phase=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_2pc_acl(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
+    """As :func:`kafka_2pc` behind SASL/PLAIN and an authorizer (Kafka's
+    ``StandardAuthorizer`` on Apache Kafka): users :data:`tests.support.two_phase.ACL_USERS`,
+    the first a super user, no other ACL."""
+    yield from _two_pc_cluster(request, two_phase=True, acls=True)
 
 
 @pytest.fixture(autouse=True)

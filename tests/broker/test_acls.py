@@ -415,41 +415,6 @@ def test_prefix_acl_keeps_a_principal_to_its_own_transactional_ids(
     assert sorted(_committed_values(secured, topic)) == [b"alice", b"bob"]
 
 
-def test_two_phase_commit_needs_its_own_operation() -> None:
-    """KIP-939: Enable2Pc needs TWO_PHASE_COMMIT on the transactional id besides WRITE
-    (granted through the Java admin: librdkafka's enum does not know the operation)."""
-    with CheckedKafka(**authorizer_settings(USERS), transaction_two_phase_commit=True) as kafka:
-        tid = _name("tpc-")
-        _create(kafka, _acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.WRITE))
-        security = SecurityConfig.from_options(
-            {
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice",
-                "sasl.password": USERS["alice"],
-            }
-        )
-
-        def init(two_phase: str) -> None:
-            config = ProducerConfig(
-                kafka.bootstrap_servers, tid, two_phase_commit=two_phase, security=security
-            )
-            with TransactionalProducer(config) as producer:
-                producer.init_transactions()
-
-        init("false")  # WRITE alone: an ordinary transaction
-        with pytest.raises(BrokerError) as denied:
-            init("true")
-        assert denied.value.code.name == "transactional_id_authorization_failed"
-        java = JavaClient(kafka.bootstrap_servers, *_java_sasl("admin"))
-        try:
-            java.call("createacl", "TRANSACTIONAL_ID", tid, "LITERAL", "User:alice", "*",
-                      "TWO_PHASE_COMMIT", "ALLOW")  # fmt: skip
-        finally:
-            java.close()
-        init("true")
-
-
 def _java_sasl(user: str) -> tuple[str, ...]:
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "

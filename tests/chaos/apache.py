@@ -21,7 +21,9 @@ The faults of :data:`tests.chaos.schedule.APACHE_KINDS` that touch the cluster:
   query's EndTxn / OffsetCommit (the decision record) until one was sent, then the whole
   Spark process is killed; the held requests are dropped, never delivered late;
 * ``output_txn_timeout``: EndTxn held until the broker has aborted the decided batch's
-  transactions at their timeout;
+  transactions at their timeout (with ``--apache-2pc``, brokers with KIP-939 on, they never
+  expire: EndTxn is held for the timeout and its slack, then released, and the batch must
+  commit; an expiry is an anomaly);
 * ``drop_connections``, ``lost_responses``, ``delays``: through the proxies.
 
 After a node fault the harness waits (still supervising the query) until every node is a
@@ -76,6 +78,11 @@ API_KEYS = {
 #: After a node fault, how long the cluster may take to be whole again (every broker
 #: registered, every replica in sync) before the run goes on regardless.
 RECOVERY_S = 120.0
+#: The broker settings of ``--apache-2pc`` (Kafka's default transaction.max.timeout.ms).
+KIP_939 = {
+    "transaction.two.phase.commit.enable": "true",
+    "unstable.api.versions.enable": "true",
+}
 #: Apache Kafka's sweep aborts timed-out transactions every second, then writes the
 #: markers through the partition leaders: more slack than the embedded cluster needs.
 EXPIRY_SLACK_S = 10.0
@@ -185,13 +192,18 @@ class ApacheHarness(Harness):
         # Kafka before 4.0 knows only transaction version 1's protocol (and no feature flag).
         tv = plan.transaction_version if int(version.split(".")[0]) >= 4 else None
         self.apache = ApacheKafka(
-            plan.brokers, version=version, transaction_version=tv, workdir=work / "kafka"
+            plan.brokers,
+            version=version,
+            transaction_version=tv,
+            workdir=work / "kafka",
+            config=KIP_939 if plan.broker_two_phase else None,
         )
         # The seed's work directory is removed by the runner, after keeping the logs of a
         # seed with anomalies: close() must leave the node logs to it.
         self.apache.keep_logs = True
         self.result.cluster = (
             f"Apache Kafka {version}, {plan.brokers} nodes, transaction.version {tv or 1}"
+            + (", KIP-939 on" if plan.broker_two_phase else "")
         )
         #: Rules whose hits are known only at the end: (index in applied, rules).
         self._watched: list[tuple[int, list[Rule]]] = []

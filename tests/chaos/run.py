@@ -12,6 +12,7 @@ per seed the plan, what each fault did, the counts and every anomaly.
     .venv/bin/python -m tests.chaos.run --seeds 50 --duration 60 --report chaos-report
     .venv/bin/python -m tests.chaos.run --seed 17 --duration 60   # one seed again
     .venv/bin/python -m tests.chaos.run --kafka apache --seeds 20 --duration 60
+    .venv/bin/python -m tests.chaos.run --kafka apache --apache-2pc --seed 3   # KIP-939 on
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ class Harness:
         timeout_ms = self.plan.writer_txn_timeout_ms
         if timeout_ms is None:
             return ()
+        if self.plan.broker_two_phase:
+            # KIP-939 brokers: the default auto mode takes 2PC, the timeout does not apply.
+            return (("kafka.transaction.timeout.ms", str(timeout_ms)),)
         return (
             ("kafka.transaction.timeout.ms", str(timeout_ms)),
             ("kafka.transaction.two.phase.commit.enable", "false"),
@@ -274,6 +278,10 @@ class Harness:
             outcome = self.apply(fault, feed)
             at = round(time.monotonic() - t0, 1)
             self.result.applied.append({"at_s": at, "kind": fault.kind, **fault.params, **outcome})
+            if self.plan.broker_two_phase and outcome.get("expired"):
+                self.result.anomalies.append(
+                    f"{fault.kind} at {at} s: a two-phase-commit transaction expired"
+                )
             log.info("seed %d: %.1f s %s %s", self.plan.seed, at, fault.kind, outcome)
         self.pump(max(0.0, t0 + self.plan.duration_s - time.monotonic()))
         feed.stop()
@@ -469,6 +477,7 @@ def run_seed(
     kafka: str = "embedded",
     kinds: Sequence[str] | None = None,
     keep_all: bool = False,
+    broker_two_phase: bool = False,
 ) -> SeedResult:
     """Run one seed on a cluster of kind ``kafka`` (``embedded`` or ``apache``), with the
     drawn faults or the fixed list ``kinds``; the seed's logs (Spark's, and the Apache
@@ -478,7 +487,7 @@ def run_seed(
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
-    plan = draw(seed, duration_s, kafka, kinds)
+    plan = draw(seed, duration_s, kafka, kinds, broker_two_phase=broker_two_phase)
     harness: Harness
     if kafka == "apache":
         from tests.chaos.apache import ApacheHarness  # imports this module
@@ -506,6 +515,8 @@ def run_seed(
 
 def _two_phase(plan: dict[str, Any]) -> str:
     """The report's 2PC column: whether the writer's transactions can expire."""
+    if plan.get("broker_two_phase"):
+        return "yes (KIP-939 brokers)"
     if plan.get("writer_txn_timeout_ms"):
         return "no"
     # Apache Kafka has no KIP-939 release yet: the writer's 15 min default timeout.
@@ -618,6 +629,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a fixed fault list (comma-separated kinds) instead of the drawn one",
     )
     parser.add_argument(
+        "--apache-2pc",
+        action="store_true",
+        help="with --kafka apache: brokers with KIP-939 two-phase commit on "
+        "(transaction.two.phase.commit.enable, unstable.api.versions.enable); the writer "
+        "transactions of every plan then never expire",
+    )
+    parser.add_argument(
         "--keep-logs",
         action="store_true",
         help="keep every seed's logs under the report directory (default: anomalous ones)",
@@ -631,7 +649,15 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seed or list(range(1, args.seeds + 1))
     results = []
     for seed in seeds:
-        result = run_seed(seed, args.duration, args.report, args.kafka, args.faults, args.keep_logs)
+        result = run_seed(
+            seed,
+            args.duration,
+            args.report,
+            args.kafka,
+            args.faults,
+            args.keep_logs,
+            broker_two_phase=args.apache_2pc,
+        )
         results.append(result)
         status = "OK" if not result.anomalies else f"ANOMALIES: {result.anomalies}"
         log.info("seed %d done in %.0f s: %s", seed, result.seconds, status)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 #: Fault kinds and their weights.
@@ -109,6 +109,10 @@ class Plan:
     target: str = "embedded"
     #: Apache Kafka: the ``transaction.version`` its cluster is formatted with.
     transaction_version: int | None = None
+    #: Apache Kafka started with KIP-939 on (``transaction.two.phase.commit.enable`` and
+    #: ``unstable.api.versions.enable``): the writer keeps its default ``auto`` mode even
+    #: where ``writer_txn_timeout_ms`` is set, so its transactions never expire.
+    broker_two_phase: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +123,8 @@ def draw(
     duration_s: float,
     target: str = "embedded",
     kinds: Sequence[str] | None = None,
+    *,
+    broker_two_phase: bool = False,
 ) -> Plan:
     """The plan of ``seed`` for ``target``.
 
@@ -135,6 +141,10 @@ def draw(
         A fixed fault list instead of the drawn one: these kinds in this order, evenly
         spaced in time, their parameters still drawn from the seed (a kind the plan's
         cluster cannot produce is refused).
+    broker_two_phase
+        ``apache`` only: the brokers run with KIP-939 two-phase commit on (the same draw
+        otherwise; the writer's transactions then never expire, so the
+        ``output_txn_timeout`` faults must be harmless).
 
     Returns
     -------
@@ -147,7 +157,12 @@ def draw(
         For an unknown target, or a fixed kind the target cannot produce.
     """
     if target == "apache":
-        return _draw_apache(seed, duration_s, kinds)
+        return replace(_draw_apache(seed, duration_s, kinds), broker_two_phase=broker_two_phase)
+    if broker_two_phase:
+        raise ValueError(
+            "broker_two_phase is for the apache target (the embedded cluster's "
+            "plans without expiring transactions use two-phase commit already)"
+        )
     if target != "embedded":
         raise ValueError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
     rng = random.Random(seed)

@@ -10,6 +10,7 @@ plans use are tested against a stand-in broker.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import struct
@@ -18,6 +19,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
@@ -135,6 +137,20 @@ def test_a_fixed_fault_list_is_played_in_order() -> None:
         schedule.draw(5, 30, "apache", ["retriable_errors"])
     with pytest.raises(ValueError, match="node_kill"):
         schedule.draw(5, 30, "embedded", ["node_kill"])
+
+
+def test_apache_2pc_plans_keep_the_draw_and_the_writer_default() -> None:
+    """``--apache-2pc``: the same faults and shapes, the writer left in its auto mode (a
+    plan with expiring transactions would otherwise turn two-phase commit off)."""
+    kinds = ["output_txn_timeout"]
+    plain = schedule.draw(5, 30, "apache", kinds)
+    kip939 = schedule.draw(5, 30, "apache", kinds, broker_two_phase=True)
+    assert kip939.broker_two_phase and dataclasses.replace(kip939, broker_two_phase=False) == plain
+    option = "kafka.transaction.two.phase.commit.enable"
+    assert option in dict(run.Harness._writer_options(SimpleNamespace(plan=plain)))
+    assert option not in dict(run.Harness._writer_options(SimpleNamespace(plan=kip939)))
+    with pytest.raises(ValueError, match="broker_two_phase"):
+        schedule.draw(5, 30, broker_two_phase=True)
 
 
 #: The Apache Kafka seed CI runs: a fixed fault list, so that a broker killed with SIGKILL

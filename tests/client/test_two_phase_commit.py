@@ -1,12 +1,13 @@
-"""The producer's KIP-939 option (``transaction.two.phase.commit.enable``) against
-dedicated embedded clusters: 2PC on, v6 advertised with 2PC off, and the session cluster
-(a default Kafka 4.3 broker: InitProducerId v0-5). Reads go through librdkafka."""
+"""The producer's KIP-939 option (``transaction.two.phase.commit.enable``) against the
+session's KIP-939 clusters (``kafka_2pc``: 2PC on; ``kafka_2pc_off``: v6 advertised with 2PC
+off; Apache Kafka 4.4.0 in the Apache Kafka leg, embedded clusters with the same settings
+elsewhere) and the session cluster (a default broker: InitProducerId v0-5). Reads go
+through librdkafka."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
@@ -24,32 +25,18 @@ from pyspark_kafka_txn.client.producer import (
     TransactionalProducer,
     end_transaction,
 )
-from pyspark_kafka_txn.embedded import EmbeddedKafka
 from tests.support.clients import describe_transaction, watermarks
-from tests.support.clusters import CheckedKafka
 from tests.support.hang import wait_until
 from tests.support.lso import lso
 from tests.support.readback import prepare_in_subprocess, read_records, wait_for_values
-from tests.support.target import KafkaTarget
+from tests.support.target import KafkaTarget, client_transaction_versions
+from tests.support.two_phase import OPTION, TWO_PC_TIMEOUT_MS
 
-MAX_INT = 2**31 - 1
-OPTION = "transaction.two.phase.commit.enable"
+MAX_INT = TWO_PC_TIMEOUT_MS
 
 
 def _tid() -> str:
     return f"c2pc-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module")
-def two_pc() -> Iterator[EmbeddedKafka]:
-    with CheckedKafka(transaction_two_phase_commit=True, transaction_abort_interval_ms=200) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def unstable_only() -> Iterator[EmbeddedKafka]:
-    with CheckedKafka(unstable_api_versions=True, transaction_abort_interval_ms=200) as k:
-        yield k
 
 
 def _timeout_ms(bootstrap: str, tid: str) -> int:
@@ -82,11 +69,12 @@ def _prepare_in_subprocess(bs: str, topic: str, tag: str, tv: int) -> PreparedTr
     return handle
 
 
-@pytest.mark.parametrize("tv", [1, 2])
-def test_prepared_2pc_transaction_waits_for_another_process(two_pc: EmbeddedKafka, tv: int) -> None:
-    bs = two_pc.bootstrap_servers
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    two_pc.create_topic(topic, 1)
+@pytest.mark.parametrize("tv", client_transaction_versions())
+def test_prepared_2pc_transaction_waits_for_another_process(
+    kafka_2pc: KafkaTarget, tv: int
+) -> None:
+    bs = kafka_2pc.bootstrap_servers
+    topic = kafka_2pc.create_topic(1, prefix="t")
     keep = _prepare_in_subprocess(bs, topic, "keep", tv)
     drop = _prepare_in_subprocess(bs, topic, "drop", tv)
     # An ordinary transaction of this producer, same 1 s timeout, on the same cluster.
@@ -130,9 +118,14 @@ def test_true_needs_a_broker_with_v6(kafka: KafkaTarget) -> None:
         producer.close()
 
 
-def test_true_refused_by_a_broker_with_2pc_off(unstable_only: EmbeddedKafka) -> None:
+def test_true_refused_by_a_broker_with_2pc_off(kafka_2pc_off: KafkaTarget) -> None:
     producer = TransactionalProducer(
-        ProducerConfig(unstable_only.bootstrap_servers, _tid(), two_phase_commit="true")
+        ProducerConfig(
+            kafka_2pc_off.bootstrap_servers,
+            _tid(),
+            two_phase_commit="true",
+            transaction_timeout_ms=10_000,
+        )
     )
     try:
         with pytest.raises(AuthorizationError, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED") as e:
@@ -144,39 +137,36 @@ def test_true_refused_by_a_broker_with_2pc_off(unstable_only: EmbeddedKafka) -> 
         producer.close()
 
 
-@pytest.mark.parametrize("where", ["two_pc", "unstable_only", "default"])
+@pytest.mark.parametrize("where", ["kafka_2pc", "kafka_2pc_off", "default"])
 def test_auto_uses_2pc_where_offered(
     where: str,
-    request: pytest.FixtureRequest,
     kafka: KafkaTarget,
+    kafka_2pc: KafkaTarget,
+    kafka_2pc_off: KafkaTarget,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    bs = (
-        kafka.bootstrap_servers
-        if where == "default"
-        else request.getfixturevalue(where).bootstrap_servers
-    )
+    clusters = {"kafka_2pc": kafka_2pc, "kafka_2pc_off": kafka_2pc_off, "default": kafka}
+    bs = clusters[where].bootstrap_servers
     tid = _tid()
     producer = TransactionalProducer(
-        ProducerConfig(bs, tid, two_phase_commit="auto", transaction_timeout_ms=30_000)
+        ProducerConfig(bs, tid, two_phase_commit="auto", transaction_timeout_ms=10_000)
     )
     try:
         with caplog.at_level(logging.WARNING, logger="pyspark_kafka_txn.client.producer"):
             producer.init_transactions()
-        assert producer.two_phase_commit is (where == "two_pc")
-        assert _timeout_ms(bs, tid) == (MAX_INT if where == "two_pc" else 30_000)
+        assert producer.two_phase_commit is (where == "kafka_2pc")
+        assert _timeout_ms(bs, tid) == (MAX_INT if where == "kafka_2pc" else 10_000)
         refused = any("refused two-phase commit" in r.getMessage() for r in caplog.records)
-        assert refused is (where == "unstable_only")
+        assert refused is (where == "kafka_2pc_off")
     finally:
         producer.close()
 
 
-def test_later_init_producer_ids_keep_2pc(two_pc: EmbeddedKafka) -> None:
+def test_later_init_producer_ids_keep_2pc(kafka_2pc: KafkaTarget) -> None:
     """The epoch bumps after the first InitProducerId keep Enable2Pc (without it the
     coordinator would store the client timeout again)."""
-    bs = two_pc.bootstrap_servers
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    two_pc.create_topic(topic, 1)
+    bs = kafka_2pc.bootstrap_servers
+    topic = kafka_2pc.create_topic(1, prefix="t")
     tid = _tid()
     producer = TransactionalProducer(
         ProducerConfig(bs, tid, two_phase_commit="auto", transaction_version=1)

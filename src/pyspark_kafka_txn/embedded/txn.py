@@ -205,8 +205,8 @@ class TransactionCoordinator:
 
         ``enable_2pc``/``keep_prepared`` are the v6 (KIP-939) flags. Checked in Kafka's
         order: empty id, 2PC asked while disabled, keep-prepared (not implemented in
-        Kafka 4.3 either), then the timeout (also validated for 2PC, where Kafka skips
-        it: stricter; the stored timeout is ``Integer.MAX_VALUE`` regardless).
+        Kafka 4.4.0 either), then the timeout, which Kafka validates only without
+        ``Enable2Pc`` (the stored timeout of a 2PC id is ``Integer.MAX_VALUE``).
         """
         if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_EPOCH):
             return TxnResult(ErrorCode.invalid_request)
@@ -298,7 +298,7 @@ class TransactionCoordinator:
             return ErrorCode.transactional_id_authorization_failed
         if keep_prepared:
             return ErrorCode.unsupported_version
-        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+        if not enable_2pc and (timeout_ms <= 0 or timeout_ms > self.max_timeout_ms):
             return ErrorCode.invalid_transaction_timeout
         return None
 

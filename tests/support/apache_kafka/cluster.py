@@ -675,7 +675,15 @@ class ApacheKafka:
         from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
         conf = {**self.client_config(), "log_level": 0}
-        producer = Producer({**conf, "transactional.id": "apache-kafka-launcher-ready"})
+        # librdkafka's default timeout (60 s) must not exceed the broker's maximum.
+        timeout_ms = min(60_000, int(self.extra_config.get("transaction.max.timeout.ms", 60_000)))
+        producer = Producer(
+            {
+                **conf,
+                "transactional.id": "apache-kafka-launcher-ready",
+                "transaction.timeout.ms": timeout_ms,
+            }
+        )
         producer.init_transactions(START_TIMEOUT_S)
         consumer = Consumer({**conf, "group.id": "apache-kafka-launcher-ready"})
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -24,6 +24,9 @@ from tests.support.spark import Batches
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches
 
+#: How long the first two ListOffsets requests are held (the window to write records in).
+HOLD_S = 8.0
+
 
 def _fail(df: DataFrame, batch_id: int) -> None:
     raise RuntimeError(f"sink failure in batch {batch_id}")
@@ -45,9 +48,11 @@ def test_restart_before_first_commit_reads_the_first_batch_exactly(
     checkpoint = tmp_path / "ckpt"
 
     # The query's first two ListOffsets requests are initialOffset() (resolving "latest")
-    # and the first latestOffset(). Holding each for 2 s lets the test write records
+    # and the first latestOffset(). Holding each for HOLD_S lets the test write records
     # between them, so that the first micro-batch has data that "latest" did not include.
-    rule = kafka.delay(LIST_OFFSETS, 2.0, count=2)
+    # The test writes them as soon as the second one is caught; the hold is sized for the
+    # slowest CI lane (a commit and its markers took over 2 s there once).
+    rule = kafka.delay(LIST_OFFSETS, HOLD_S, count=2)
     try:
         failing = (
             spark.readStream.format("kafka_txn")

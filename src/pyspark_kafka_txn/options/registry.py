@@ -52,6 +52,7 @@ __all__ = [
     "MAX_PREFIX_LENGTH",
     "OPTIONS",
     "SPARK_OPTIONS",
+    "UNCHECKED_TRANSACTION_TIMEOUT_MS",
     "Option",
     "check_names",
     "client_defaults",
@@ -91,6 +92,10 @@ MAX_PREFIX_LENGTH = MAX_ID_BYTES - _LONGEST_SUFFIX
 #: The writer's transaction timeout when none is given: Kafka's default
 #: ``transaction.max.timeout.ms`` (capped by the broker's value at the start of a write).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+#: The writer's transaction timeout when none is given and the broker's
+#: ``transaction.max.timeout.ms`` cannot be read (no DescribeConfigs ACL): the Java
+#: producer's default, below any broker's maximum.
+UNCHECKED_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +348,8 @@ OPTIONS: tuple[Option, ...] = (
         POSITIVE,
         field="transaction_timeout_ms",
         shown=f"`{DEFAULT_TRANSACTION_TIMEOUT_MS}`, capped at the broker's "
-        "`transaction.max.timeout.ms`",
+        f"`transaction.max.timeout.ms` (`{UNCHECKED_TRANSACTION_TIMEOUT_MS}` where that "
+        "cannot be read)",
     ),
     Option(
         "kafka.transaction.two.phase.commit.enable",

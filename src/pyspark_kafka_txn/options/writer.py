@@ -17,6 +17,7 @@ from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import client_options
 from pyspark_kafka_txn.options.registry import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    UNCHECKED_TRANSACTION_TIMEOUT_MS,
     check_names,
     client_defaults,
     misspelt_hint,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "UNCHECKED_TRANSACTION_TIMEOUT_MS",
     "WriterOptions",
     "parse_writer_options",
 ]

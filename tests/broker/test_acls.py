@@ -44,7 +44,6 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from pyspark_kafka_txn.client.errors import AuthorizationError, BrokerError
 from pyspark_kafka_txn.client.producer import (
     ProducerConfig,
     TransactionalProducer,
@@ -52,6 +51,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import (
     allow,

@@ -16,9 +16,9 @@ from pyspark_kafka_txn.client.admin import (
     fetch_offsets,
     list_transactions,
 )
-from pyspark_kafka_txn.client.errors import BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.errors import BrokerError
 from tests.support.clusters import CheckedKafka
 from tests.support.target import KafkaTarget
 

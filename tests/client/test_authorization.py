@@ -32,7 +32,6 @@ from pyspark_kafka_txn.client.admin import (
     fetch_offsets,
 )
 from pyspark_kafka_txn.client.connection import ConnectionConfig
-from pyspark_kafka_txn.client.errors import AuthorizationError, BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     ProducerConfig,
@@ -42,6 +41,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError
 from tests.support.acls import allow, replace_acls, secured_fixture
 from tests.support.clients import sasl_conf
 

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from pyspark_kafka_txn.client.errors import TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -27,6 +26,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.txn import MAX_EPOCH_BEFORE_EXHAUSTED
+from pyspark_kafka_txn.errors import TransactionError
 from tests.support.clients import describe_transaction
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.readback import read_records

@@ -20,11 +20,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from pyspark_kafka_txn.client.admin import create_topics
-from pyspark_kafka_txn.client.errors import AuthenticationError, AuthorizationError, ConfigError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.oauth import OAuthConfig, current_token
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthenticationError, AuthorizationError, ConfigError
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
 from tests.support.clients import consume_all
 from tests.support.clusters import CheckedKafka

@@ -12,12 +12,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.client.errors import (
-    ConfigError,
-    ProducerFencedError,
-    RecordTooLargeError,
-    TransactionError,
-)
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -28,6 +22,12 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.records import Compression
 from pyspark_kafka_txn.client.txn_state import TransactionState
+from pyspark_kafka_txn.errors import (
+    ConfigError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionError,
+)
 from tests.support.clients import watermarks
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.readback import (

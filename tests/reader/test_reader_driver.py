@@ -19,8 +19,12 @@ import pytest
 from confluent_kafka import Consumer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError, KafkaTxnError
-from pyspark_kafka_txn.errors import StallTimeoutError
+from pyspark_kafka_txn.errors import (
+    AuthenticationError,
+    ConfigError,
+    KafkaTxnError,
+    StallTimeoutError,
+)
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
     PartitionOffsets,

@@ -30,7 +30,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.formats import BATCH_MARKER
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.pool import Pool
-from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.wire import TopicPartition, TxnState
 from pyspark_kafka_txn.writer.decision import Handle
 
 __all__ = [
@@ -149,7 +149,7 @@ R = TypeVar("R")
 def latest_record(
     cluster: ClusterClient,
     group: str,
-    parse: Callable[[str | None, tuple[str, int], str], R | None],
+    parse: Callable[[str | None, TopicPartition, str], R | None],
     time_of: Callable[[R], int],
     whose: str,
 ) -> R | None:

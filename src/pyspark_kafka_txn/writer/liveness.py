@@ -53,6 +53,7 @@ from pyspark_kafka_txn.client.admin import commit_offsets
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.formats import LIVENESS_LEASE
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.common import latest_record
 from pyspark_kafka_txn.writer.ids import lease_group
 
@@ -96,7 +97,7 @@ class Lease:
 
     renewed_ms: int
     lease_ms: int
-    anchor: tuple[str, int]
+    anchor: TopicPartition
 
     def lapsed(self, now_ms: int | None = None) -> bool:
         """Whether the query broke its promise: no renewal for longer than its lease.
@@ -115,7 +116,7 @@ class Lease:
         return now - self.renewed_ms > self.lease_ms
 
 
-def parse_lease(metadata: str | None, anchor: tuple[str, int], whose: str) -> Lease | None:
+def parse_lease(metadata: str | None, anchor: TopicPartition, whose: str) -> Lease | None:
     """Decode the metadata of a lease group's entry; None if it is not a lease of ours.
 
     Parameters
@@ -167,7 +168,7 @@ def renew_lease(
     cluster: ClusterClient,
     prefix: str,
     query_id: str,
-    anchor: tuple[str, int] | None,
+    anchor: TopicPartition | None,
     lease_ms: int,
     *,
     now_ms: int | None = None,
@@ -237,7 +238,7 @@ class LeaseKeeper:
         prefix: str,
         query_id: str,
         lease_ms: int,
-        anchor: tuple[str, int] | None = None,
+        anchor: TopicPartition | None = None,
     ) -> None:
         self._clients = clients
         self._prefix = prefix
@@ -249,7 +250,7 @@ class LeaseKeeper:
         self._renewed = False
         self._thread: threading.Thread | None = None
 
-    def anchor_at(self, anchor: tuple[str, int]) -> None:
+    def anchor_at(self, anchor: TopicPartition) -> None:
         """Set the partition the next renewals are committed for (renewing at once if no
         renewal was recorded yet)."""
         self._anchor = anchor

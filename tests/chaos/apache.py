@@ -305,7 +305,7 @@ class ApacheHarness(Harness):
     def _node(self, params: dict[str, Any]) -> tuple[int, str]:
         """The node a ``node_kill`` / ``node_pause`` hits, and what it is to the query."""
         if params["node"] == "txn_coordinator" and self.query:
-            tid = f"{self.prefix}{self.query}-{params['partition'] % self.writer_partitions()}"
+            tid = self.writer_id(params["partition"])
             node = self._background(lambda: txn_coordinator(self.bootstrap, tid))
             return node, f"transaction coordinator of {tid}"
         partition = params["partition"] % self.plan.output_partitions

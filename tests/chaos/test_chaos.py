@@ -25,6 +25,7 @@ from confluent_kafka import Producer
 from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
+from tests.chaos.feed import FeedTruth
 from tests.support.apache_kafka import free_port
 from tests.support.apache_kafka.proxy import KafkaProxy
 from tests.support.clients import txn_producer
@@ -71,6 +72,20 @@ def test_checker_reports_each_anomaly(kafka: KafkaTarget) -> None:
     counts = (verdict.lost, verdict.duplicated, verdict.aborted_visible, verdict.unknown)
     assert counts == (2, 1, 1, 1)
     assert (verdict.reordered, verdict.lingering, verdict.mismatched) == (2, 1, 0)
+    assert verdict.input_disagrees == 0  # no feed truth given: the read-back alone
+
+    # The feed's own account is the truth; the read-back must agree with it. Here the
+    # "feed" committed 42, which the input lacks (a broker that lost it), aborted 4, which
+    # the input shows committed, and its commit of {3} raised (the input shows it: counted
+    # as committed).
+    truth = FeedTruth(committed={0, 1, 2, 42}, aborted={4, 5, 6}, unknown=[frozenset({3})])
+    judged = check(bs, source, sink, truth)
+    text = "\n".join(judged.anomalies)
+    assert "records the feed committed, missing from the input (read_committed): 1 (42)" in text
+    assert "records the feed aborted, committed in the input: 1 (4)" in text
+    assert "committed input records missing from the output: 2 (3, 42)" in text
+    assert judged.input_disagrees == 2
+    assert (judged.feed_committed, judged.feed_aborted, judged.feed_unknown) == (4, 3, 1)
 
 
 def test_plans_are_reproducible() -> None:

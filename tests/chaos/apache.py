@@ -284,12 +284,14 @@ class ApacheHarness(Harness):
         if fault.kind == "drop_connections":
             dropped = sum(proxy.drop_connections() for proxy in proxies(self.apache))
             return {"dropped": dropped, "happened": dropped > 0}
-        if fault.kind == "lost_responses":
+        if fault.kind in ("lost_responses", "delays"):
             api = API_KEYS[p["api"]]
-            self._watch([proxy.lose_responses(api, p["count"]) for proxy in proxies(self.apache)])
-            return {}
-        if fault.kind == "delays":
-            self._watch(self.apache.delay(API_KEYS[p["api"]], p["seconds"], p["count"]))
+            if fault.kind == "delays":
+                rules = self.apache.delay(api, p["seconds"], p["count"])
+            else:
+                rules = [proxy.lose_responses(api, p["count"]) for proxy in proxies(self.apache)]
+            self.wait_for_hit(lambda: hits(rules))
+            self._watch(rules)
             return {}
         raise ValueError(f"fault kind {fault.kind} cannot be injected on Apache Kafka")
 

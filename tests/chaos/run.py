@@ -175,6 +175,13 @@ class Harness:
         the report right after :meth:`apply` returns)."""
         self._pending.append((len(self.result.applied), judge))
 
+    def wait_for_hit(self, hits: Callable[[], int]) -> None:
+        """Supervise the query until a request fault's rule caught a request (or
+        :data:`ARM_S` passed), so that the next fault does not land before it."""
+        deadline = time.monotonic() + ARM_S
+        while hits() == 0 and time.monotonic() < deadline:
+            self.pump(0.05)
+
     def settle(self) -> None:
         """Judge the faults left to the end; each one that did not happen is an anomaly."""
         for index, judge in self._pending:
@@ -590,6 +597,7 @@ class EmbeddedHarness(Harness):
             return {"dropped": dropped, "happened": dropped > 0}
         if fault.kind in ("retriable_errors", "lost_responses", "delays"):
             rule = self._request_fault(fault)
+            self.wait_for_hit(lambda: rule.hits)
             self.judge_later(lambda: {"hits": rule.hits, "happened": rule.hits > 0})
             return {"aimed_at": self.aim()} if self.multi else {}
         if fault.kind == "leader_move":

@@ -5,7 +5,8 @@ the harness itself keeps working: seed 183, which found the writer losing a batc
 when the broker aborted all its decided transactions at their timeout and the replay
 partitioned them differently (220 records lost before the fix). On Apache Kafka (three
 nodes) CI runs one short seed with a fixed fault list, and the proxies' faults the Apache
-plans use are tested against a stand-in broker.
+plans use are tested against a stand-in broker. One short multi-query seed (three queries,
+two Spark applications, default options, the faults aimed at one query) runs too.
 """
 
 from __future__ import annotations
@@ -150,6 +151,56 @@ def test_a_fixed_fault_list_is_played_in_order() -> None:
         schedule.draw(5, 30, "apache", ["retriable_errors"])
     with pytest.raises(ValueError, match="node_kill"):
         schedule.draw(5, 30, "embedded", ["node_kill"])
+
+
+def test_multi_query_plans_aim_every_fault_at_one_query() -> None:
+    for target in schedule.TARGETS:
+        plans = [schedule.draw(seed, 60, target, queries=3) for seed in range(1, 51)]
+        assert {p.queries for p in plans} == {3}
+        kinds = {f.kind for p in plans for f in p.faults}
+        assert kinds == set(schedule.MULTI_KINDS[target])  # 50 seeds cover every one
+        if target == "embedded":  # request faults only on APIs carrying the query's ids
+            apis = {f.params["api"] for p in plans for f in p.faults if "api" in f.params}
+            assert apis <= schedule.AIMABLE_APIS, apis
+    assert schedule.draw(7, 60, queries=3) != schedule.draw(7, 60)
+    with pytest.raises(ValueError, match="broker_restart"):
+        schedule.draw(5, 30, "embedded", ["broker_restart"], queries=3)
+
+
+#: The multi-query seed CI runs: a task's worker killed, the driver killed inside commit()
+#: after its decision (its transactions left open under the prefix its neighbours share),
+#: and lost answers, all aimed at query 0, beside two neighbours in a second application.
+MULTI_SEED = 1
+MULTI_FAULTS = ("worker_kill", "driver_kill_after_decision", "lost_responses")
+
+
+@pytest.mark.own_spark
+@pytest.mark.slow
+def test_one_seed_with_three_queries_exactly_once(tmp_path: Path) -> None:
+    command = ["-m", "tests.chaos.run", "--seed", str(MULTI_SEED), "--duration", "30"]
+    command += ["--queries", "3", "--faults", ",".join(MULTI_FAULTS)]
+    done = subprocess.run(
+        [sys.executable, *command, "--report", str(tmp_path)],
+        cwd=run.ROOT,
+        env=local_spark_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,  # a hang detector: the seed takes two to three minutes
+    )
+    report = tmp_path / "report.json"
+    assert report.exists(), (done.returncode, done.stderr[-5000:])
+    [result] = json.loads(report.read_text())
+    assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
+    assert result["anomalies"] == [] and result["harness_errors"] == []
+    assert [a["kind"] for a in result["applied"]] == list(MULTI_FAULTS)
+    assert all(a["happened"] for a in result["applied"]), result["applied"]
+    assert result["applied"][0]["task_failures"] >= 1
+    assert result["runs"] >= 2 and result["neighbour_runs"] == 1  # neighbours never restarted
+    for verdict in [result["verdict"], *result["neighbours"]]:
+        assert verdict["feed_committed"] > 0 and verdict["feed_aborted"] > 0
+        assert verdict["output"] == verdict["input_committed"]
+        assert [verdict[name] for name in run.COUNTS] == [0] * len(run.COUNTS)
+    assert len(result["neighbours"]) == 2
 
 
 #: The Apache Kafka seed CI runs: a fixed fault list, so that a broker killed with SIGKILL

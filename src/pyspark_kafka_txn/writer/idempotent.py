@@ -105,35 +105,12 @@ class Claim:
 
 
 def parse_claim(metadata: str | None, anchor: TopicPartition, whose: str) -> Claim | None:
-    """Decode the metadata of a claim group's entry; None if it is not a claim of ours.
-
-    Parameters
-    ----------
-    metadata
-        The committed offset's metadata.
-    anchor
-        The partition it was committed for.
-    whose
-        Names the record in an error ("of txnAppId … (group G)").
-
-    Returns
-    -------
-    Claim or None
-        None for empty metadata, metadata that is not JSON, JSON that is not an object
-        with an integer ``"f"``, or one that lacks a field.
-
-    Raises
-    ------
-    FormatVersionError
-        If ``"f"`` is a format this package does not read (a newer one wrote it).
-    """
-    fields = CLAIM.decode(metadata, "f", whose)
-    if fields is None:
-        return None
-    try:
-        return Claim(str(fields["r"]), int(fields["v"]), int(fields["t"]), anchor)
-    except (KeyError, TypeError, ValueError):
-        return None
+    """The claim in a claim group entry's ``metadata`` (committed for ``anchor``), or None
+    if it holds none of ours (:meth:`~pyspark_kafka_txn.formats.DurableFormat.read`;
+    ``whose`` names it in a :class:`~pyspark_kafka_txn.errors.FormatVersionError`)."""
+    return CLAIM.read(
+        metadata, whose, lambda f: Claim(str(f["r"]), int(f["v"]), int(f["t"]), anchor)
+    )
 
 
 def read_claim(cluster: ClusterClient, prefix: str, query_id: str) -> Claim | None:

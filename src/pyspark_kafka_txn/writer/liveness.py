@@ -117,35 +117,10 @@ class Lease:
 
 
 def parse_lease(metadata: str | None, anchor: TopicPartition, whose: str) -> Lease | None:
-    """Decode the metadata of a lease group's entry; None if it is not a lease of ours.
-
-    Parameters
-    ----------
-    metadata
-        The committed offset's metadata.
-    anchor
-        The partition it was committed for.
-    whose
-        Names the record in an error ("of query Q (group G)").
-
-    Returns
-    -------
-    Lease or None
-        None for what :meth:`~pyspark_kafka_txn.formats.DurableFormat.decode` takes for no
-        record of ours, and for a lease that lacks a field.
-
-    Raises
-    ------
-    FormatVersionError
-        If ``"f"`` is a format this package does not read (a newer one wrote it).
-    """
-    fields = LIVENESS_LEASE.decode(metadata, "f", whose)
-    if fields is None:
-        return None
-    try:
-        return Lease(int(fields["t"]), int(fields["l"]), anchor)
-    except (KeyError, TypeError, ValueError):
-        return None
+    """The lease in a lease group entry's ``metadata`` (committed for ``anchor``), or None
+    if it holds none of ours (:meth:`~pyspark_kafka_txn.formats.DurableFormat.read`;
+    ``whose`` names it in a :class:`~pyspark_kafka_txn.errors.FormatVersionError`)."""
+    return LIVENESS_LEASE.read(metadata, whose, lambda f: Lease(int(f["t"]), int(f["l"]), anchor))
 
 
 def read_lease(cluster: ClusterClient, prefix: str, query_id: str) -> Lease | None:

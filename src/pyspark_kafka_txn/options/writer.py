@@ -20,7 +20,6 @@ from pyspark_kafka_txn.options.registry import (
     UNCHECKED_TRANSACTION_TIMEOUT_MS,
     check_names,
     client_defaults,
-    misspelt_hint,
     parse_fields,
 )
 from pyspark_kafka_txn.options.values import NON_NEGATIVE
@@ -236,14 +235,6 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     names = [opts.spelled(key) for key in opts]
     check_names(names, "writer")
     values = parse_fields(opts, "writer", (f.name for f in fields(WriterOptions)))
-
-    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise ConfigError(
-            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
-            + misspelt_hint(names, "kafka.bootstrap.servers")
-        )
-    values["bootstrap_servers"] = bootstrap
 
     raw = opts.kafka()
     for key, reason in _REJECTED.items():

@@ -13,7 +13,14 @@ import pytest
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options import parse_reader_options, parse_writer_options
 from pyspark_kafka_txn.options.reader import OffsetBound, ReaderOptions, Subscribe
-from pyspark_kafka_txn.options.registry import GROUPS, OPTIONS, client_defaults, default
+from pyspark_kafka_txn.options.registry import (
+    GROUPS,
+    OPTIONS,
+    PASS_THROUGH,
+    client_defaults,
+    default,
+    kafka_rows,
+)
 from pyspark_kafka_txn.options.writer import WriterOptions
 
 READ = {"kafka.bootstrap.servers": "h:9092", "subscribe": "t"}
@@ -56,6 +63,30 @@ def test_every_option_of_the_reader_is_parsed_by_the_registry() -> None:
             assert row.parser is not None, row.name
         if row.name in grouped:
             assert row.parser is not None and row.field is None, row.name
+
+
+def test_the_pass_through_says_what_becomes_of_every_documented_kafka_setting() -> None:
+    writer = PASS_THROUGH["writer"]
+    assert writer.passed is not None
+    documented = {
+        r.name.removeprefix("kafka.")
+        for r in OPTIONS
+        if r.applies_to("writer") and r.name.startswith("kafka.") and "\\*" not in r.name
+    }
+    # Each documented kafka.* option of the writer is parsed by its row or passed to the client.
+    assert documented <= kafka_rows("writer") | writer.passed
+    assert writer.integers <= writer.passed
+    for side in ("reader", "writer"):
+        kafka = PASS_THROUGH[side]
+        refused = set(kafka.rejected) | set(kafka.fixed)
+        assert not refused & (kafka_rows(side) | kafka.read | (kafka.passed or set()))
+    assert kafka_rows("reader") == {"bootstrap.servers", "isolation.level"}
+    assert kafka_rows("writer") == {
+        "bootstrap.servers",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+        "max.block.ms",
+    }
 
 
 def test_reader_defaults_are_spark_defaults() -> None:

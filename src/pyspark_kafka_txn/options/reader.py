@@ -18,7 +18,12 @@ from dataclasses import dataclass, fields
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import CONSUMER_ONLY, librdkafka_params
-from pyspark_kafka_txn.options.registry import check_names, parse_fields
+from pyspark_kafka_txn.options.registry import (
+    PASS_THROUGH,
+    check_names,
+    kafka_rows,
+    parse_fields,
+)
 from pyspark_kafka_txn.options.specs import (
     Assign,
     GlobalTimestamp,
@@ -181,39 +186,14 @@ class ReaderOptions:
 
 # --------------------------------------------------------------------------- parsing
 
-#: Kafka options Spark rejects, with the reason it gives.
-_REJECTED: dict[str, str] = {
-    "auto.offset.reset": (
-        "Kafka option 'kafka.auto.offset.reset' is not supported. Instead set the source "
-        "option 'startingOffsets' to 'earliest' or 'latest' to specify where to start. "
-        "The source manages which offsets are consumed itself, rather than relying on the "
-        "Kafka consumer to do it."
-    ),
-    "key.deserializer": (
-        "Kafka option 'kafka.key.deserializer' is not supported as keys are deserialized as "
-        "byte arrays. Use DataFrame operations to explicitly deserialize the keys."
-    ),
-    "value.deserializer": (
-        "Kafka option 'kafka.value.deserializer' is not supported as values are deserialized "
-        "as byte arrays. Use DataFrame operations to explicitly deserialize the values."
-    ),
-    "enable.auto.commit": (
-        "Kafka option 'kafka.enable.auto.commit' is not supported: the source never commits "
-        "offsets to Kafka; Spark's checkpoint tracks them."
-    ),
-    "interceptor.classes": (
-        "Kafka option 'kafka.interceptor.classes' is not supported. Reading from Kafka with "
-        "consumer interceptors is not supported."
-    ),
-}
-
 
 def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
     """Validate the source options of a ``kafka_txn`` read.
 
     Every option is parsed by its registry row, the subscription and the offsets by the
     registry's groups (:func:`~pyspark_kafka_txn.options.registry.parse_fields`); what is
-    written here are the rules that span options of different attributes.
+    written here are the rules that span options of different attributes, and the
+    ``kafka.*`` pass-through (:data:`~pyspark_kafka_txn.options.registry.PASS_THROUGH`).
 
     Parameters
     ----------
@@ -271,9 +251,8 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
             if values["group_id"] == values["offsets_group"]
             else "; no offsets are committed to it",
         )
+    kafka = PASS_THROUGH["reader"]
     values["kafka_params"] = librdkafka_params(
-        opts.kafka(),
-        rejected=_REJECTED,
-        handled=frozenset({"bootstrap.servers", "group.id", "isolation.level"}),
+        opts.kafka(), rejected=kafka.rejected, handled=kafka.read | kafka_rows("reader")
     )
     return ReaderOptions(**values)

@@ -7,7 +7,8 @@ whether it is required, the attribute of
 :class:`~pyspark_kafka_txn.options.writer.WriterOptions` it fills, and one sentence of doc.
 Options that fill one attribute together (the subscription, the starting and the ending
 offsets) form a :class:`Group`, whose rule says which of them is read. The ``kafka.*``
-settings no row parses are passed to the Kafka client. From the rows come
+settings no row parses are passed to the Kafka client as the side's :class:`PassThrough`
+declares. From the rows come
 
 * the parsing and validation of every option's value (:func:`parse_fields`), with the
   one error format ``Invalid value 'x' for option 'y', must be …`` (the subscription and
@@ -65,14 +66,17 @@ __all__ = [
     "GROUPS",
     "MAX_PREFIX_LENGTH",
     "OPTIONS",
+    "PASS_THROUGH",
     "SPARK_OPTIONS",
     "UNCHECKED_TRANSACTION_TIMEOUT_MS",
     "Group",
     "Option",
+    "PassThrough",
     "check_names",
     "client_defaults",
     "closest",
     "default",
+    "kafka_rows",
     "known_names",
     "markdown_table",
     "misspelt_hint",
@@ -567,6 +571,130 @@ GROUPS: tuple[Group, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class PassThrough:
+    """What a side does with the ``kafka.*`` settings: the Kafka client's own names.
+
+    The security settings (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``)
+    pass on both sides; the ``kafka.*`` rows with a parser are read by the side itself.
+
+    Attributes
+    ----------
+    rejected
+        Names refused (without the prefix), with the message.
+    fixed
+        Names accepted only with one of these values (the first is the one to name), which
+        transactions require; not passed on.
+    read
+        Names the side reads itself besides its ``kafka.*`` rows; not passed on.
+    passed
+        The other names passed to the client; None: every name (librdkafka validates).
+    integers
+        Those of ``passed`` whose value must be a non-negative integer.
+    ignored
+        Names accepted with a warning and not used (tuning of other clients).
+    """
+
+    rejected: Mapping[str, str]
+    fixed: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    read: frozenset[str] = frozenset()
+    passed: frozenset[str] | None = None
+    integers: frozenset[str] = frozenset()
+    ignored: frozenset[str] = frozenset()
+
+
+#: ``kafka.*`` producer settings the writer passes to our client (names as ProducerConfig
+#: takes them); compression.type and client.id are text.
+_PRODUCER_SETTINGS = frozenset(
+    {
+        "compression.type",
+        "batch.size",
+        "linger.ms",
+        "max.request.size",
+        "request.timeout.ms",
+        "delivery.timeout.ms",
+        "max.in.flight.requests.per.connection",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "client.id",
+        "transaction.version",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+    }
+)
+
+#: Each side's ``kafka.*`` pass-through.
+PASS_THROUGH: Mapping[Side, PassThrough] = {
+    "reader": PassThrough(
+        rejected={  # as Spark's built-in source refuses them
+            "auto.offset.reset": (
+                "Kafka option 'kafka.auto.offset.reset' is not supported. Instead set the "
+                "source option 'startingOffsets' to 'earliest' or 'latest' to specify where "
+                "to start. The source manages which offsets are consumed itself, rather than "
+                "relying on the Kafka consumer to do it."
+            ),
+            "key.deserializer": (
+                "Kafka option 'kafka.key.deserializer' is not supported as keys are "
+                "deserialized as byte arrays. Use DataFrame operations to explicitly "
+                "deserialize the keys."
+            ),
+            "value.deserializer": (
+                "Kafka option 'kafka.value.deserializer' is not supported as values are "
+                "deserialized as byte arrays. Use DataFrame operations to explicitly "
+                "deserialize the values."
+            ),
+            "enable.auto.commit": (
+                "Kafka option 'kafka.enable.auto.commit' is not supported: the source never "
+                "commits offsets to Kafka; Spark's checkpoint tracks them."
+            ),
+            "interceptor.classes": (
+                "Kafka option 'kafka.interceptor.classes' is not supported. Reading from "
+                "Kafka with consumer interceptors is not supported."
+            ),
+        },
+        read=frozenset({"group.id"}),  # ReaderOptions.group_id
+    ),
+    "writer": PassThrough(
+        rejected={
+            "key.serializer": (
+                "Kafka option 'kafka.key.serializer' is not supported, as keys are serialized "
+                "with ByteArraySerializer. Use DataFrame operations to explicitly serialize "
+                "the keys into either strings or byte arrays."
+            ),
+            "value.serializer": (
+                "Kafka option 'kafka.value.serializer' is not supported, as values are "
+                "serialized with ByteArraySerializer. Use DataFrame operations to explicitly "
+                "serialize the values into either strings or byte arrays."
+            ),
+            "transactional.id": (
+                "Kafka option 'kafka.transactional.id' is not supported: the writer derives "
+                "one transactional id per Spark partition from the option "
+                "'transactionalIdPrefix' and the query id"
+            ),
+            "interceptor.classes": (
+                "Kafka option 'kafka.interceptor.classes' is not supported. Writing to Kafka "
+                "with producer interceptors is not supported."
+            ),
+        },
+        fixed={"enable.idempotence": ("true",), "acks": ("all", "-1")},
+        passed=_PRODUCER_SETTINGS,
+        integers=_PRODUCER_SETTINGS - {"compression.type", "client.id"},
+        ignored=frozenset(
+            {
+                "buffer.memory",
+                "metadata.max.age.ms",
+                "reconnect.backoff.ms",
+                "reconnect.backoff.max.ms",
+                "connections.max.idle.ms",
+                "receive.buffer.bytes",
+                "send.buffer.bytes",
+                "partitioner.class",
+                "partitioner.ignore.keys",
+            }
+        ),
+    ),
+}
+
 _BY_NAME = {o.name.lower(): o for o in OPTIONS}
 _GROUPED = frozenset(name.lower() for group in GROUPS for name in group.names)
 #: The client each side configures, as the message of a missing required option says it.
@@ -602,6 +730,18 @@ def client_defaults() -> dict[str, str]:
         and row.default is not None
         and row.name.startswith("kafka.")
     }
+
+
+def kafka_rows(side: Side) -> frozenset[str]:
+    """The ``kafka.*`` settings ``side`` parses into its own attributes (prefix removed).
+
+    Kept out of what :data:`PASS_THROUGH` passes to the Kafka client.
+    """
+    return frozenset(
+        row.name.removeprefix("kafka.")
+        for row in OPTIONS
+        if row.applies_to(side) and row.parser is not None and row.name.startswith("kafka.")
+    )
 
 
 def parse_option(options: Mapping[str, str], name: str) -> Any:

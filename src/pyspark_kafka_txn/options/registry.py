@@ -776,14 +776,16 @@ def required_value(view: OptionView, name: str, side: Side) -> Any:
     ------
     ConfigError
         ``Option 'kafka.bootstrap.servers' must be specified for configuring Kafka
-        consumer`` (or ``producer``), with a hint when a given name misspells it; or the
-        row parser's refusal.
+        consumer`` (or ``producer``), with a hint when another given name misspells it
+        (given blank, it is not taken for a misspelling of itself); or the row parser's
+        refusal.
     """
     row = option(name)
     if not view.get(row.name, "").strip():
+        others = [view.spelled(key) for key in view if key != row.name.lower()]
         raise ConfigError(
             f"Option '{row.name}' must be specified for configuring Kafka {_CLIENT_OF[side]}"
-            + misspelt_hint([view.spelled(key) for key in view], row.name)
+            + misspelt_hint(others, row.name)
         )
     return view.parse(row.name, row.parser) if row.parser is not None else view[row.name]
 

@@ -81,9 +81,8 @@ class ReaderOptions:
     min_partitions, max_records_per_partition
         Task splitting.
     min_records_per_partition
-        ``minRecordsPerPartition`` (default 20,000): small ranges are packed together
-        so that one task reads at least this many offsets (``None`` or 1: one task per
-        range).
+        ``minRecordsPerPartition``: small ranges are packed together so that one task
+        reads at least this many offsets (``None`` or 1: one task per range).
     fail_on_data_loss
         Fail (True) or warn and skip (False) when offsets were deleted or a partition
         vanished.

@@ -210,8 +210,10 @@ def test_a_batch_read_starts_neither_at_latest_nor_at_minus_one() -> None:
 def test_a_refusal_through_the_view_keeps_its_sentence_and_the_documented_name() -> None:
     """Spark lower-cases the names it passes; the message names the option as documented."""
     view = OptionView({"subscribepattern": ""})
+    parser = option("subscribePattern").parser
+    assert parser is not None
     with pytest.raises(ConfigError) as caught:
-        view.parse("subscribePattern", option("subscribePattern").parser)  # type: ignore[arg-type]
+        view.parse("subscribePattern", parser)
     assert str(caught.value) == (
         "Pattern to subscribe is empty as specified value for option 'subscribePattern' is ''"
     )

@@ -21,40 +21,24 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from _plot import pyplot, save
-
-if TYPE_CHECKING:
-    from compare import Measure
-
-#: The contenders' names in the raw report (``compare.py``'s constants, repeated here so
-#: that drawing from a report needs neither Spark nor Kafka imported).
-BUILTIN_WRITER = 'format("kafka") (at least once)'
-EXACTLY_ONCE = "kafka_txn exactly_once"
-TXN = "kafka_txn"
-BUILTIN = 'format("kafka")'
-PERCENTILES = ("p50", "p95", "p99")
-
-
-def _rounds(found: list[Measure], section: str, case: str) -> dict[int, dict[str, Measure]]:
-    rounds: dict[int, dict[str, Measure]] = {}
-    for m in found:
-        if m.section == section and m.case == case:
-            rounds.setdefault(m.round, {})[m.contender] = m
-    return rounds
-
-
-def _cases(found: list[Measure], section: str) -> list[str]:
-    return list(dict.fromkeys(m.case for m in found if m.section == section))
+from compare import (
+    BUILTIN,
+    BUILTIN_WRITER,
+    EXACTLY_ONCE,
+    PERCENTILES,
+    TXN,
+    Measure,
+    _cases,
+    _per_round,
+    _ratios,
+)
 
 
 def _median_ratio(rounds: dict[int, dict[str, Measure]], num: str, den: str, key: Any) -> float:
-    values = [
-        key(by[num]) / key(by[den])
-        for by in rounds.values()
-        if num in by and den in by and key(by[den]) > 0
-    ]
+    values = _ratios(rounds, num, den, key)
     return statistics.median(values) if values else float("nan")
 
 
@@ -70,7 +54,7 @@ def plot(found: list[Measure], path: str) -> None:
     groups: list[tuple[float, str]] = []
     x = 0.0
     for case in _cases(found, "latency"):
-        rounds = _rounds(found, "latency", case)
+        rounds = _per_round(found, "latency", case)
         start = x
         for q in PERCENTILES:
             values = {
@@ -114,11 +98,11 @@ def plot(found: list[Measure], path: str) -> None:
     labels: list[str] = []
     ratios: list[float] = []
     for case in _cases(found, "reader"):
-        rounds = _rounds(found, "reader", case)
+        rounds = _per_round(found, "reader", case)
         labels.append(f"read {case}")
         ratios.append(_median_ratio(rounds, TXN, BUILTIN, lambda m: m.records / m.wall_s))
     for case in _cases(found, "writer"):
-        rounds = _rounds(found, "writer", case)
+        rounds = _per_round(found, "writer", case)
         labels.append(f"write {case}, exactly once")
         ratios.append(
             _median_ratio(rounds, EXACTLY_ONCE, BUILTIN_WRITER, lambda m: m.records / m.wall_s)
@@ -136,8 +120,6 @@ def plot(found: list[Measure], path: str) -> None:
 
 def load(raw: Path) -> list[Measure]:
     """The measures of a raw report (``bench-compare.json``)."""
-    from compare import Measure
-
     return [Measure(**m) for m in json.loads(raw.read_text())["measures"]]
 
 

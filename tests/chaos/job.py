@@ -24,7 +24,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.taskcontext import TaskContext
 
-from pyspark_kafka_txn.demo.protocol import emit, listen, serve
+from pyspark_kafka_txn.demo.protocol import listen, serve
 
 VALUE_SCHEMA = "id LONG, fault STRING"
 
@@ -113,11 +112,10 @@ def main(settings: ChaosJobSettings) -> int:
     queries = [
         _start(spark, settings, settings.input_topic, settings.output_topic, settings.checkpoint)
     ]
-    if not settings.more:
-        return serve(spark, queries[0])
     for input_topic, output_topic, checkpoint in settings.more:
         queries.append(_start(spark, settings, input_topic, output_topic, checkpoint))
-    return serve_all(spark, queries)
+    # One query: its error as the demo reports it; several: each error names its query.
+    return serve(spark, queries if settings.more else queries[0])
 
 
 def _start(
@@ -142,41 +140,6 @@ def _start(
     for key, value in settings.extra:
         writer = writer.option(key, value)
     return writer.trigger(processingTime=settings.trigger).start()
-
-
-def serve_all(spark: SparkSession, queries: list[StreamingQuery]) -> int:
-    """:func:`~pyspark_kafka_txn.demo.protocol.serve` for several queries: until ``drain``
-    (each processes what is available and stops: ``drained``) or until one of them fails
-    (``failed``, naming it; the others are stopped)."""
-    drain = threading.Event()
-
-    def commands() -> None:
-        for line in sys.stdin:
-            if line.strip() == "drain":
-                drain.set()
-                return
-
-    threading.Thread(target=commands, name="job-commands", daemon=True).start()
-    while not drain.wait(0.2) and all(q.isActive for q in queries):
-        pass
-    errors = []
-    for query in queries:
-        error: BaseException | None
-        try:
-            if query.isActive and drain.is_set():
-                query.processAllAvailable()
-            query.stop()
-            error = query.exception()
-        except Exception as exc:  # noqa: BLE001 - reported as the job's failure
-            error = exc
-        if error is not None:
-            errors.append(f"query {query.id}: {error}"[:3000])
-    if errors:
-        emit("failed", error="\n".join(errors))
-        return 1
-    emit("drained")
-    spark.stop()
-    return 0
 
 
 if __name__ == "__main__":

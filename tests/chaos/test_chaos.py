@@ -21,6 +21,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -101,25 +102,33 @@ def test_plans_are_reproducible() -> None:
 REGRESSION_SEED = 183
 
 
-@pytest.mark.own_spark
-@pytest.mark.slow
-def test_one_seed_exactly_once(tmp_path: Path) -> None:
-    # As `make chaos` runs it: a process of its own (its Spark job is a child process).
-    env = local_spark_env()
-    command = ["-m", "tests.chaos.run", "--seed", str(REGRESSION_SEED), "--duration", "30"]
+def _one_seed(tmp_path: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m tests.chaos.run ARGS`` as `make chaos` does (a process of its own;
+    its Spark job is a child process); its one seed's result, which found no anomaly and
+    no harness error. ``timeout_s`` is a hang detector."""
     done = subprocess.run(
-        [sys.executable, *command, "--report", str(tmp_path)],
+        [sys.executable, "-m", "tests.chaos.run", *args, "--report", str(tmp_path)],
         cwd=run.ROOT,
-        env=env,
+        env=local_spark_env(),
         capture_output=True,
         text=True,
-        timeout=900,  # a hang detector: one seed takes one to two minutes
+        timeout=timeout_s,
     )
     report = tmp_path / "report.json"
     assert report.exists(), (done.returncode, done.stderr[-5000:])
     [result] = json.loads(report.read_text())
     assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
     assert result["anomalies"] == [] and result["harness_errors"] == []
+    found: dict[str, Any] = result
+    return found
+
+
+@pytest.mark.own_spark
+@pytest.mark.slow
+def test_one_seed_exactly_once(tmp_path: Path) -> None:
+    # A hang detector of 900 s: one seed takes one to two minutes.
+    args = ["--seed", str(REGRESSION_SEED), "--duration", "30"]
+    result = _one_seed(tmp_path, args, 900)
     assert len(result["applied"]) == len(schedule.draw(REGRESSION_SEED, 30.0).faults)
     # The regression's situation arose: a decided batch's transactions all expired.
     assert any(a.get("expired") for a in result["applied"]), result["applied"]
@@ -193,21 +202,9 @@ MULTI_FAULTS = ("worker_kill", "driver_kill_after_decision", "lost_responses")
 @pytest.mark.own_spark
 @pytest.mark.slow
 def test_one_seed_with_three_queries_exactly_once(tmp_path: Path) -> None:
-    command = ["-m", "tests.chaos.run", "--seed", str(MULTI_SEED), "--duration", "30"]
-    command += ["--queries", "3", "--faults", ",".join(MULTI_FAULTS)]
-    done = subprocess.run(
-        [sys.executable, *command, "--report", str(tmp_path)],
-        cwd=run.ROOT,
-        env=local_spark_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,  # a hang detector: the seed takes two to three minutes
-    )
-    report = tmp_path / "report.json"
-    assert report.exists(), (done.returncode, done.stderr[-5000:])
-    [result] = json.loads(report.read_text())
-    assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
-    assert result["anomalies"] == [] and result["harness_errors"] == []
+    args = ["--seed", str(MULTI_SEED), "--duration", "30", "--queries", "3"]
+    # A hang detector of 900 s: the seed takes two to three minutes.
+    result = _one_seed(tmp_path, [*args, "--faults", ",".join(MULTI_FAULTS)], 900)
     assert [a["kind"] for a in result["applied"]] == list(MULTI_FAULTS)
     assert all(a["happened"] for a in result["applied"]), result["applied"]
     assert result["applied"][0]["task_failures"] >= 1
@@ -230,21 +227,8 @@ APACHE_FAULTS = ("node_kill", "driver_kill_after_decision")
 @pytest.mark.timeout(1500)
 def test_one_seed_exactly_once_on_apache_kafka(tmp_path: Path) -> None:
     # Three Apache Kafka nodes (JVMs), a Spark process, the feed: three to five minutes.
-    command = ["-m", "tests.chaos.run", "--kafka", "apache", "--seed", str(APACHE_SEED)]
-    command += ["--duration", "30", "--faults", ",".join(APACHE_FAULTS)]
-    done = subprocess.run(
-        [sys.executable, *command, "--report", str(tmp_path)],
-        cwd=run.ROOT,
-        env=local_spark_env(),
-        capture_output=True,
-        text=True,
-        timeout=1400,
-    )
-    report = tmp_path / "report.json"
-    assert report.exists(), (done.returncode, done.stderr[-5000:])
-    [result] = json.loads(report.read_text())
-    assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
-    assert result["anomalies"] == [] and result["harness_errors"] == []
+    args = ["--kafka", "apache", "--seed", str(APACHE_SEED), "--duration", "30"]
+    result = _one_seed(tmp_path, [*args, "--faults", ",".join(APACHE_FAULTS)], 1400)
     assert result["plan"]["target"] == "apache"
     assert result["cluster"].startswith("Apache Kafka ") and ", 3 nodes," in result["cluster"]
     # Each fault really happened.

@@ -500,7 +500,9 @@ def test_tls_client_certificate_subject_is_the_principal(tmp_path: Path) -> None
     files = {"ca": t.ca, "cert": t.cert, "key": t.key}
 
     def client(cn: str) -> tuple[str, str]:
-        leaf = ca.issue_cert(common_name=cn, organization_name="Acme, Inc.")
+        # An identity besides the subject: cryptography 51 refuses a certificate whose
+        # subjectAltName would be empty (the principal comes from the subject alone).
+        leaf = ca.issue_cert(f"{cn}.clients.test", common_name=cn, organization_name="Acme, Inc.")
         pem = tmp_path / f"{cn}.pem"
         leaf.private_key_and_cert_chain_pem.write_to_path(str(pem))
         subject = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes()).subject

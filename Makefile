@@ -45,9 +45,17 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$d; s=$$?; rm -rf $$d; exit $$s
 
-# The Apache Kafka leg: every test of these directories that talks to the session's
-# cluster, against a single-node Apache Kafka ($(APACHE_KAFKA_TESTS)).
-APACHE_KAFKA_TESTS := tests/spark tests/writer tests/client tests/broker tests/reader
+# The tests are filed by subject (tests/README.md); the legs select them by marker. JOBS
+# (notebooks, the wheel in a fresh environment, the chaos harness) and the smoke suite on
+# older PySpark releases (tests/spark_versions) run their own way, in legs of their own.
+JOBS := tests/notebooks tests/packaging tests/chaos
+OWN_LEGS := $(addprefix --ignore=,$(JOBS) tests/spark_versions)
+# The Spark tests: every test of the session's SparkSession (marker spark, given at
+# collection to every user of the spark fixture) and those running a Spark of their own.
+SPARK_TESTS := -m 'spark or own_spark' $(OWN_LEGS)
+# The Apache Kafka leg: every test that talks to the session's cluster (the others are
+# deselected), against a single-node Apache Kafka.
+APACHE_KAFKA_TESTS := $(OWN_LEGS)
 # Run in the first (local master) leg only: what they check is the same in every session.
 ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/test_parity_writer.py
 
@@ -55,14 +63,14 @@ ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/tes
 # that run their own Spark in a child process run once: in the first leg, or the driver
 # kills in the Apache Kafka leg; the comparisons with Spark's built-in connector run in the
 # first leg, as they test what the options mean, the same in every session).
-SPARK_AGAIN := tests/spark -m 'not own_spark' $(ONCE_ONLY)
+SPARK_AGAIN := -m 'spark and not own_spark' $(ONCE_ONLY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver
-# (marker driver_kill) run in the Apache Kafka leg instead. JOBS (notebooks, the wheel in a
-# fresh environment, the chaos harness) run in the Spark lane, which is the shorter one.
+# (marker driver_kill) run in the Apache Kafka leg instead. JOBS run in the Spark lane,
+# which is the shorter one.
 EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
-JOBS := tests/notebooks tests/packaging tests/chaos
+NOT_SPARK := -m 'not spark and not own_spark' $(addprefix --ignore=,$(JOBS))
 
 # Two lanes at once (a leg keeps the machine less than half busy; each lane's output is
 # printed whole once both have ended, then every leg's time): the Spark tests in each Spark
@@ -71,24 +79,28 @@ JOBS := tests/notebooks tests/packaging tests/chaos
 # Apache Kafka leg.
 test: lint kcat maven
 	$(PY) -m tests.support.lanes \
-	  --lane "spark-local=$(EMBEDDED) tests/spark" \
+	  --lane "spark-local=$(EMBEDDED) $(SPARK_TESTS)" \
 	    "embedded-jobs=$(EMBEDDED) $(JOBS)" \
 	    "spark-local-cluster=KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-connect=KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-versions=$(MAKE) spark-versions" \
-	  --lane "embedded=$(EMBEDDED) --ignore=tests/spark $(addprefix --ignore=,$(JOBS))" \
+	  --lane "embedded=$(EMBEDDED) $(NOT_SPARK)" \
 	    "apache-kafka=$(APACHE_LEG)"
 
-# The Spark and writer tests against a matrix of Apache Kafka releases, node counts and
-# transaction versions (not in CI: about an hour). `make compat COMPAT="4.0.2:3:1"` runs
-# one cell (version:nodes:transaction.version; tv "-" keeps the release's default).
+# The Spark tests, the writer's and the client's against a matrix of Apache Kafka releases,
+# node counts and transaction versions (not in CI: about an hour): per cell, tests/writer and
+# tests/client, then the Spark tests of the other subjects. `make compat COMPAT="4.0.2:3:1"`
+# runs one cell (version:nodes:transaction.version; tv "-" keeps the release's default).
 COMPAT ?= 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
+COMPAT_TESTS := tests/writer tests/client
+COMPAT_SPARK := $(SPARK_TESTS) $(addprefix --ignore=,$(COMPAT_TESTS))
 compat: $(STAMP) kcat maven
 	@set -e; for cell in $(COMPAT); do \
 	  v=$${cell%%:*}; rest=$${cell#*:}; n=$${rest%%:*}; tv=$${rest#*:}; [ "$$tv" = - ] && tv=; \
 	  echo "== Apache Kafka $$v, $$n node(s), transaction.version $${tv:-default}"; \
-	  KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
-	    KAFKA_TXN_APACHE_TV=$$tv $(PY) -m pytest -q tests/spark tests/writer tests/client; \
+	  ( export KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
+	      KAFKA_TXN_APACHE_TV=$$tv; \
+	    $(PY) -m pytest -q $(COMPAT_TESTS); $(PY) -m pytest -q $(COMPAT_SPARK) ); \
 	done
 
 # The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver

@@ -43,6 +43,9 @@ from tests.support.target import (
 
 logging.getLogger("pyspark_kafka_txn").setLevel(logging.INFO)
 
+#: The Spark session of every Spark test, its ``spark`` marker and ``local_spark_only``.
+pytest_plugins = ["tests.support.spark_session"]
+
 #: Fixtures through which a test talks to a cluster of the session's target kind.
 TARGET_FIXTURES = frozenset(
     {"kafka", "kafka_tv1", "kafka_tv2", "kafka3", "kafka_2pc", "kafka_2pc_off", "kafka_2pc_acl"}

@@ -68,6 +68,10 @@ from tests.support.clients import sasl_conf
 from tests.support.lso import pinned_partitions
 from tests.support.txns import committed_batches, open_transactions
 
+# In the Spark legs (tests/README.md), though not every test uses the session: its tests without a
+# session drive the reader's and writer's tasks as Spark does.
+pytestmark = pytest.mark.spark
+
 APP = "app"
 #: The app's password: must appear in no error.
 APP_PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"

@@ -113,6 +113,10 @@ from tests.support.target import KafkaTarget
 from tests.support.txns import open_transactions
 from tests.support.writer_options import fresh_prefix
 
+# In the Spark legs (tests/README.md), though not every test uses the session: its tests without a
+# session start the reader and writer as Spark does.
+pytestmark = pytest.mark.spark
+
 #: A hang detector for every case (not a timing assertion).
 HANG_S = 120.0
 #: Part of every password the cases give; it must never appear in an error.

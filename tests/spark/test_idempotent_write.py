@@ -42,6 +42,10 @@ from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.writer_options import fresh_prefix
 
+# In the Spark legs (tests/README.md), though not every test uses the session:
+# test_options_are_checked drives the writer's options without a session.
+pytestmark = pytest.mark.spark
+
 
 def _output(bootstrap: str, topic: str, partitions: int = 2) -> Counter[bytes]:
     return output(bootstrap, topic, partitions)

@@ -31,6 +31,10 @@ from tests.support.lso import wait_lso_at_hwm
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 
+# In the Spark legs (tests/README.md), though not every test uses the session: driver-side
+# planning and the stream reader as Spark calls them, without a session.
+pytestmark = pytest.mark.spark
+
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
 
 

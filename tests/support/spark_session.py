@@ -1,4 +1,11 @@
-"""One SparkSession for every Spark test.
+"""One SparkSession for every Spark test, whatever its folder: a pytest plugin that
+``tests/conftest.py`` lists in ``pytest_plugins``.
+
+Every test that uses the ``spark`` fixture gets the ``spark`` marker at collection, which
+``make test``'s Spark legs select (``-m spark``; tests/README.md). A module that belongs to
+those legs without a session (it drives the data source's classes as Spark does) carries
+the marker itself. Nothing here imports PySpark or starts a session unless a collected
+test uses the fixture.
 
 ``KAFKA_TXN_SPARK`` chooses how Spark runs (the tests are the same):
 
@@ -24,9 +31,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MODE = os.environ.get("KAFKA_TXN_SPARK", "local")
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of the ``spark`` fixture ``spark`` (before ``-m`` selects), then,
+    outside the ``local`` mode, deselect the tests marked ``local_spark_only``."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
     if MODE == "local":
         return
     keep: list[pytest.Item] = []
@@ -53,6 +69,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if "tests.support.spark_kafka" not in sys.modules:
+        return  # no test of this session loaded Spark's built-in connector
     from tests.support.spark_kafka import LOADED
 
     for connector in LOADED:
@@ -61,6 +79,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    from pyspark.sql import SparkSession
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Python workers (foreachBatch under Spark Connect) import test helpers from here.

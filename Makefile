@@ -57,7 +57,7 @@ SPARK_TESTS := -m 'spark or own_spark' $(OWN_LEGS)
 # deselected), against a single-node Apache Kafka.
 APACHE_KAFKA_TESTS := $(OWN_LEGS)
 # Run in the first (local master) leg only: what they check is the same in every session.
-ONCE_ONLY := --ignore=tests/spark/test_parity_reader.py --ignore=tests/spark/test_parity_writer.py
+ONCE_ONLY := --ignore=tests/reader/test_parity_reader.py --ignore=tests/writer/test_parity_writer.py
 
 # The Spark tests again with separate executor JVMs, then through Spark Connect (tests
 # that run their own Spark in a child process run once: in the first leg, or the driver

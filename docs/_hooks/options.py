@@ -3,7 +3,7 @@
 ``docs/reader.md`` and ``docs/writer.md`` hold their option table between two marker lines,
 ``<!-- options:SCOPE:begin -->`` and ``<!-- options:SCOPE:end -->`` (SCOPE is ``reader`` or
 ``writer``). The copy between the markers keeps the page readable on GitHub, and
-``tests/unit/test_option_docs.py`` keeps it equal to the registry. On the site this hook
+``tests/docs/test_option_docs.py`` keeps it equal to the registry. On the site this hook
 replaces it with :func:`pyspark_kafka_txn.options.registry.markdown_table` at build time,
 so the published table is the registry's even if the copy were stale.
 

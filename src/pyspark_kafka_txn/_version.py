@@ -5,7 +5,7 @@ prints it. A module of its own so that the CLI reads it without importing the pa
 
 The oldest Kafka the package supports is here too, beside the other facts a user checks
 before installing: the oldest Python is setup.cfg's ``python_requires`` and the oldest
-PySpark its ``spark`` extra. ``tests/unit/test_docs_versions.py`` checks that the README
+PySpark its ``spark`` extra. ``tests/docs/test_docs_versions.py`` checks that the README
 and every docs page state these three and no others."""
 
 __version__ = "0.1.0.dev0"

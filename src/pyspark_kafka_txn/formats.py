@@ -23,7 +23,7 @@ record of any other format
 (a newer package wrote it) raises :class:`~pyspark_kafka_txn.errors.FormatVersionError`
 naming the record, the format found and the formats read — never skipped, never guessed.
 A format changes its number whenever an older package would misread the new one; the
-tests keep records written by each released format (``tests/unit/test_formats.py``).
+tests keep records written by each released format (``tests/formats/test_formats.py``).
 
 Only :mod:`pyspark_kafka_txn.errors` and the version are imported: the reader's
 (:mod:`~pyspark_kafka_txn.offsets`) and the writer's modules both use this one.

@@ -13,7 +13,7 @@ imports nothing, so both ``client`` and ``embedded`` share it from below.
 
 kio has no enumeration of API keys (``kio.schema.index.api_key_map`` maps each key to
 its schema's name); every ``*`` API key here is named after that schema, upper-cased,
-and ``tests/unit/test_wire.py`` checks each against kio. Error codes are kio's
+and ``tests/wire/test_wire.py`` checks each against kio. Error codes are kio's
 ``ErrorCode``; the broker's ACL codes are ``embedded.acl``'s enums; DescribeConfigs'
 config types are ``embedded.topic_config.ConfigType``.
 """

@@ -267,7 +267,7 @@ def test_lso_stall_option_is_validated() -> None:
 
 def batch_partitions(bootstrap: str, **options: str) -> list[tuple[int, int, int]]:
     """The planned ranges of a batch read, one task each (``minRecordsPerPartition=1``:
-    these tests check the ranges; packing them is tests/unit/test_pack_ranges.py's)."""
+    these tests check the ranges; packing them is tests/reader/test_pack_ranges.py's)."""
     options = {"minRecordsPerPartition": "1", **options}
     source = KafkaTxnDataSource({"kafka.bootstrap.servers": bootstrap, **options})
     reader = source.reader(source.schema())

@@ -41,13 +41,13 @@ from pyspark_kafka_txn.wire import END_TXN
 from pyspark_kafka_txn.writer.decision import Decision, read_decision
 from pyspark_kafka_txn.writer.ids import query_of
 from pyspark_kafka_txn.writer.open_transactions import find_open_transactions
-from tests.spark.kafka_data import reference_rows
-from tests.spark.writer_kit import wait_until
+from tests.support.kafka_data import reference_rows
 from tests.support.lso import assert_nothing_open
 from tests.support.spark import kill_everything
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches, interleaved
 from tests.support.wheel import copy_build_inputs, run
+from tests.support.writer_kit import wait_until
 
 JOB = Path(__file__).with_name("smoke_job.py")
 #: What ``pip wheel`` reads from the repository.

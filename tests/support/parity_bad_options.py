@@ -1,11 +1,11 @@
 """Bad reader options given to ``format("kafka")`` and to ``format("kafka_txn")``: which of
 the two rejects them, and why they differ where they do.
 
-:data:`CASES` is the table that ``tests/spark/test_parity_reader.py`` checks against both
+:data:`CASES` is the table that ``tests/reader/test_parity_reader.py`` checks against both
 connectors (every row is run through both). The difference table of ``docs/migration.md``,
 between the marker lines ``<!-- parity:bad-options:begin -->`` and
 ``<!-- parity:bad-options:end -->``, is :func:`markdown_table` (the rows where the two
-differ); ``tests/unit/test_parity_docs.py`` keeps it equal. Regenerate it with
+differ); ``tests/docs/test_parity_docs.py`` keeps it equal. Regenerate it with
 ``python -m tests.support.parity_bad_options``.
 """
 

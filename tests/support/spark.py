@@ -79,7 +79,7 @@ def kill_everything(proc: subprocess.Popen[bytes]) -> None:
 
 
 def child_session(app: str) -> SparkSession:
-    """The ``local[2]`` session of a child job run with ``python -m tests.spark.<job>``
+    """The ``local[2]`` session of a child job run with ``python -m tests.jobs.<job>``
     (its Python workers run this interpreter; no UI; two shuffle partitions)."""
     import sys
 

@@ -26,7 +26,7 @@ its own: the connector's classes are compiled against Spark's DataSource V2 inte
 which are source- and binary-stable between minor releases; the 4.2.0 connector loads and
 runs under Spark 4.3.0 (batch reads, ``availableNow`` and ``processingTime`` streams,
 admission control, timestamps, headers: the parity suite of
-``tests/spark/test_parity_reader.py`` runs on it). A second virtual environment with
+``tests/reader/test_parity_reader.py`` runs on it). A second virtual environment with
 PySpark 4.2 would double the JVM start and make the two sides of each comparison run on
 different Spark versions, which compares more than the connectors. ``KAFKA_TXN_SPARK_KAFKA``
 chooses another connector version explicitly.

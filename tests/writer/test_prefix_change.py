@@ -4,7 +4,7 @@
 transactions), and how often :func:`commit_batch` runs it: at the first new decision of
 each streaming run (the run id the tasks send, recorded in the decision header as
 ``"r"``), at every new decision without a run id. The restarts of a real query under
-another prefix are ``tests/spark/test_restart_changes.py``.
+another prefix are ``tests/writer/test_restart_changes.py``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ replay is exactly once.*
 Spark cannot be made to hand the driver the fenced attempt's handle on purpose (its
 commit coordinator lets the first attempt that finishes report, and whether a slower copy
 initialised its id before that is a race), and local masters never speculate (see
-``tests/spark/test_writer_attempts.py``, which runs a real speculative copy on a
+``tests/writer/test_writer_attempts.py``, which runs a real speculative copy on a
 standalone cluster). So here the executor side (``write_task``) and the driver side
 (``commit_batch``) are called in the test process, as the tasks and the driver call them,
 with the same :class:`TaskIdentity` except the attempt. Spark partition ``p`` writes to
@@ -184,7 +184,7 @@ def test_attempt_without_rows_claims_no_id_and_cannot_fence_the_retry(
 ) -> None:
     """Attempt 0 failed upstream before any row reached its writer, and that writer runs on
     after the retry's writer started (Spark does not wait for it): the race of
-    ``tests/spark/test_writer_attempts.py``, here in the losing order. Run while the retry
+    ``tests/writer/test_writer_attempts.py``, here in the losing order. Run while the retry
     asks for its first rows, attempt 0's writer gets none (its input is gone, or ends), so
     it claims no id: the retry is not fenced and its rows are written once."""
     bs, topic, options, who = _first_attempt(target, "norows")

@@ -26,14 +26,19 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 
+from tests.jobs.common import (
+    child_session,
+    kafka_txn_stream,
+    pause_forever,
+    record_call,
+    run_to_end,
+)
 from tests.support.hang import LONG_HANG_S
-from tests.support.spark import child_session
 
 
 def held_by_prefix(prefix: str, gate: str, column: Column) -> Column:
@@ -81,8 +86,7 @@ def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
     batch_id
         Spark's batch id.
     """
-    with open(config["calls"], "a") as calls:
-        calls.write(f"{batch_id}\n")
+    record_call(config["calls"], batch_id)
     writer = (
         df.write.format("kafka_txn")
         .option("kafka.bootstrap.servers", config["bootstrap"])
@@ -94,9 +98,7 @@ def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
     writer.mode("append").save()
     pause = config.get("pause")
     if pause is not None and batch_id == pause[0]:
-        Path(pause[1]).touch()
-        while True:  # the test kills the whole process group now
-            time.sleep(1)
+        pause_forever(pause[1])
 
 
 def main(argv: list[str]) -> int:
@@ -108,10 +110,7 @@ def main(argv: list[str]) -> int:
     if hold is not None:
         value = held_by_prefix(hold[0], hold[1], value)
     aggregated = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", config["bootstrap"])
-        .option("subscribe", config["source"])
-        .option("startingOffsets", "earliest")
+        kafka_txn_stream(spark, config["bootstrap"], config["source"])
         .load()
         .select(
             F.col("key").cast("string").alias("k"),
@@ -137,10 +136,7 @@ def main(argv: list[str]) -> int:
     writer = writer.option("checkpointLocation", config["checkpoint"])
     if config.get("available_now"):
         writer = writer.trigger(availableNow=True)
-    query = writer.start()
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_to_end(spark, writer.start())
 
 
 if __name__ == "__main__":

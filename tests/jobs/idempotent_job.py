@@ -19,22 +19,26 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 
-from tests.support.spark import child_session
+from tests.jobs.common import (
+    child_session,
+    kafka_txn_stream,
+    pause_forever,
+    record_call,
+    run_to_end,
+)
 
 
 def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
     """The foreachBatch function (module level, so that it pickles)."""
     from tests.support.writer_kit import held_until
 
-    with open(config["calls"], "a") as calls:
-        calls.write(f"{batch_id}\n")
+    record_call(config["calls"], batch_id)
     out = df.select("key", "value").repartition(int(config["partitions"]))
     if config.get("gate"):
         out = out.select("key", held_until(Path(config["gate"]), F.col("value")).alias("value"))
@@ -51,20 +55,13 @@ def write_batch(config: dict[str, Any], df: DataFrame, batch_id: int) -> None:
             .save()
         )
         if pause is not None and [batch_id, k] == pause[:2]:
-            Path(pause[2]).touch()
-            while True:  # the test kills the whole process group now
-                time.sleep(1)
+            pause_forever(pause[2])
 
 
 def main(argv: list[str]) -> int:
     config = json.loads(argv[0])
     spark = child_session("kafka_txn-idempotent-job")
-    reader = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", config["bootstrap"])
-        .option("subscribe", config["source"])
-        .option("startingOffsets", "earliest")
-    )
+    reader = kafka_txn_stream(spark, config["bootstrap"], config["source"])
     if config.get("max_offsets"):
         reader = reader.option("maxOffsetsPerTrigger", str(config["max_offsets"]))
     query = (
@@ -74,9 +71,7 @@ def main(argv: list[str]) -> int:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_to_end(spark, query)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.support.spark import child_session
+from tests.jobs.common import child_session
 
 
 def main(settings_path: str, out: str) -> None:

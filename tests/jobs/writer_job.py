@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.support.spark import child_session
+from tests.jobs.common import child_session, kafka_txn_stream, run_to_end
 
 
 def main(argv: list[str]) -> int:
@@ -18,10 +18,7 @@ def main(argv: list[str]) -> int:
     extra = dict(arg.split("=", 1) for arg in argv[6:])
     spark = child_session("kafka_txn-writer-job")
     query = (
-        spark.readStream.format("kafka_txn")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
+        kafka_txn_stream(spark, bootstrap, source)
         .load()
         .select("key", "value")
         .repartition(int(partitions))
@@ -34,9 +31,7 @@ def main(argv: list[str]) -> int:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_to_end(spark, query)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Helpers of the Spark tests: a foreachBatch sink, killing a query process outright, and the
-local session of a child job (a query in a process of its own, to be killed)."""
+"""Helpers of the Spark tests: a foreachBatch sink, and killing a query process outright (the
+child jobs' own session is :func:`tests.jobs.common.child_session`)."""
 
 from __future__ import annotations
 
@@ -76,20 +76,3 @@ def kill_everything(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     proc.wait(30)
-
-
-def child_session(app: str) -> SparkSession:
-    """The ``local[2]`` session of a child job run with ``python -m tests.jobs.<job>``
-    (its Python workers run this interpreter; no UI; two shuffle partitions)."""
-    import sys
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark

@@ -13,5 +13,12 @@
   committed batches laid out partition by partition;
 * :mod:`tests.support.tls`: certificates for the TLS listeners (``trustme``);
 * :mod:`tests.support.bad_options`: the bad reader options, by name;
-* :mod:`tests.support.records`: record batches built byte by byte.
+* :mod:`tests.support.records`: record batches built byte by byte;
+* :mod:`tests.support.spark_session`: the Spark session plugin (the ``spark`` fixture and
+  marker, ``local_spark_only``), listed in ``tests/conftest.py``;
+* :mod:`tests.support.writer_kit` and :mod:`tests.support.kafka_data`: the Spark writer
+  tests' queries, gates and waits, and their topic layouts and reference reader.
+
+Its own tests (``test_*.py`` here) check the harness: ``make test``'s lanes and the hang
+detectors.
 """

@@ -1,2 +1,3 @@
-"""The writer without Spark: its task, commit, abort and lingering-transaction code driven
-as Spark drives it, against the session's cluster over TCP."""
+"""The writer's tests (``pyspark_kafka_txn.writer``): its task, commit, abort and
+lingering-transaction code driven as Spark drives it against the session's cluster, and
+real Spark queries (``df.write``, ``writeStream``, crashes and restarts)."""

@@ -299,11 +299,20 @@ def test_aiokafka_admin_creates_describes_and_alters(kafka: KafkaTarget) -> None
             await admin.alter_configs(
                 [AioConfigResource(AioResourceType.TOPIC, topic, {"segment.jitter.ms": "9"})]
             )
-            [response] = await admin.describe_configs(
-                [AioConfigResource(AioResourceType.TOPIC, topic)]
-            )
-            [resource] = response.resources
-            return {entry[0]: entry[1] for entry in resource[4]}
+            # Kafka's broker applies an altered config when the controller's record
+            # reaches it, after AlterConfigs returns: describe until the alteration shows
+            # (the embedded cluster shows it at once; a hang fails the wait).
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                [response] = await admin.describe_configs(
+                    [AioConfigResource(AioResourceType.TOPIC, topic)]
+                )
+                [resource] = response.resources
+                configs = {entry[0]: entry[1] for entry in resource[4]}
+                if configs["segment.jitter.ms"] != "0":
+                    return configs
+                assert asyncio.get_running_loop().time() < deadline, "alteration never shown"
+                await asyncio.sleep(0.1)
         finally:
             await admin.close()
 

@@ -80,7 +80,7 @@ NOT_SPARK := -m 'not spark and not own_spark' $(addprefix --ignore=,$(JOBS))
 test: lint kcat maven
 	$(PY) -m tests.support.lanes \
 	  --lane "spark-local=$(EMBEDDED) $(SPARK_TESTS)" \
-	    "embedded-jobs=$(EMBEDDED) $(JOBS)" \
+	    "embedded-jobs=$(EMBEDDED) -m 'not compat' $(JOBS)" \
 	    "spark-local-cluster=KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-connect=KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN)" \
 	    "spark-versions=$(MAKE) spark-versions" \
@@ -88,7 +88,7 @@ test: lint kcat maven
 	    "apache-kafka=$(APACHE_LEG)"
 
 # The Spark tests, the writer's and the client's against a matrix of Apache Kafka releases,
-# node counts and transaction versions (not in CI: about an hour): per cell, tests/writer and
+# node counts and transaction versions, then the tests marked compat (not in CI: about an hour): per cell, tests/writer and
 # tests/client, then the Spark tests of the other subjects. `make compat COMPAT="4.0.2:3:1"`
 # runs one cell (version:nodes:transaction.version; tv "-" keeps the release's default).
 COMPAT ?= 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
@@ -101,7 +101,9 @@ compat: $(STAMP) kcat maven
 	  ( export KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
 	      KAFKA_TXN_APACHE_TV=$$tv; \
 	    $(PY) -m pytest -q $(COMPAT_TESTS); $(PY) -m pytest -q $(COMPAT_SPARK) ); \
-	done
+	done; \
+	echo "== the tests kept out of make test (marker compat)"; \
+	$(PY) -m pytest -q -m compat $(JOBS)
 
 # The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver
 # kill, Spark Connect) on the newest release of each PySpark line below, each in a fresh

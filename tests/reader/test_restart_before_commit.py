@@ -24,6 +24,10 @@ from tests.support.spark import Batches
 from tests.support.target import KafkaTarget
 from tests.support.txns import committed_batches
 
+pytestmark = pytest.mark.local_spark_only(
+    "the source's planning on the driver, the same whichever way Spark runs the tasks"
+)
+
 #: How long the first two ListOffsets requests are held (the window to write records in).
 HOLD_S = 8.0
 

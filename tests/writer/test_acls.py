@@ -70,7 +70,12 @@ from tests.support.writer_kit import HANG_S, pipeline
 
 # In the Spark legs (tests/README.md), though not every test uses the session: its tests without a
 # session drive the reader's and writer's tasks as Spark does.
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.local_spark_only(
+        "the brokers' authorization of the same clients, whichever way Spark runs them"
+    ),
+]
 
 APP = "app"
 #: The app's password: must appear in no error.

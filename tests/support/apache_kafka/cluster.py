@@ -7,12 +7,14 @@ the release depends on, and ``nodes`` brokers that keep their metadata there), s
 as a JVM from the release's published jars (:mod:`tests.support.apache_kafka.jars`) and
 returns once the cluster itself says every broker is registered and unfenced and the
 transaction and group coordinators answer; it never sleeps for readiness. A node can be
-killed (SIGKILL), hung (SIGSTOP, then SIGCONT) and restarted on its own data. Each node logs to ``<workdir>/node-<id>/server.log``;
-:meth:`ApacheKafka.close` removes the work directory unless ``keep_logs`` was set (the test
-fixtures set it when a test failed, and print where the logs are).
+killed (SIGKILL), hung (SIGSTOP, then SIGCONT) and restarted on its own data. Each node
+logs to ``<workdir>/node-<id>/server.log``; :meth:`ApacheKafka.close` removes the work
+directory unless ``keep_logs`` was set (the test fixtures set it when a test failed, and
+print where the logs are).
 
 Variants (:class:`Security`): PLAINTEXT; SASL_PLAINTEXT with SCRAM-SHA-256/512 (and PLAIN)
-users, optionally behind Kafka's ``StandardAuthorizer`` with super users; SASL_PLAINTEXT
+users, optionally behind Kafka's ``StandardAuthorizer`` (``AclAuthorizer`` in ZooKeeper mode)
+with super users; SASL_PLAINTEXT
 with OAUTHBEARER and Kafka's unsecured JWTs (the brokers' default validator; they log in
 with ``unsecuredLoginStringClaim_sub``, clients with librdkafka's or Java's unsecured
 login: any ``sub`` is accepted, the user names only name principals); SSL with client

@@ -794,14 +794,21 @@ class ApacheKafka:
         """Format (or, in ZooKeeper mode, start ZooKeeper), start every node and wait until
         the cluster is ready."""
         classpath(self.version)  # fetch before timing anything
-        if self.mode == ZOOKEEPER:
-            self._start_zookeeper()
-        self._format()
-        for node in self.nodes:
-            node.proxy = KafkaProxy(node.proxy_port, ("127.0.0.1", node.proxied_port))
-            self._spawn(node)
-        self.wait_ready()
-        self._wait_coordinators()
+        try:
+            if self.mode == ZOOKEEPER:
+                self._start_zookeeper()
+            self._format()
+            for node in self.nodes:
+                node.proxy = KafkaProxy(node.proxy_port, ("127.0.0.1", node.proxied_port))
+                self._spawn(node)
+            self.wait_ready()
+            self._wait_coordinators()
+        except BaseException:
+            # No process outlives a failed start (a ``with`` block never reaches
+            # ``__exit__`` then); the logs stay for the error's reader.
+            self.keep_logs = True
+            self.close()
+            raise
         log.info(
             "Apache Kafka %s up (%s): %d node(s) at %s (%s)",
             self.version,

@@ -796,6 +796,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--report", help="also write the Markdown report here")
     p.add_argument(
+        "--plot", help="also draw the chart of latencies and ratios here (PNG, compare_plot.py)"
+    )
+    p.add_argument(
         "--json",
         help="write the raw report here (commit, versions, machine, load of every phase, "
         "every measured run; default: beside --report, with the suffix .json)",
@@ -905,6 +908,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
         say(f"raw report written to {args.json}")
+    if args.plot:
+        import compare_plot
+
+        compare_plot.plot(found, args.plot)
+        say(f"chart written to {args.plot}")
     if refused and not args.allow_loaded:
         say(f"load check failed (above --max-load {args.max_load:g}): exit status 3")
         return 3

@@ -284,15 +284,17 @@ def kafka3(request: pytest.FixtureRequest) -> Iterator[KafkaTarget]:
 
 @pytest.fixture(autouse=True, scope="module")
 def _close_kept_clients() -> Iterator[None]:
-    """Close the clients this process keeps between reads and writes (the reader's
-    consumers, the writer's clients) after each module, before its clusters stop: each
-    module starts with none kept, and none keeps reconnecting to a stopped cluster."""
+    """Close what this process keeps between reads and writes (the reader's consumers,
+    the writer's clients and start checks) after each module, before its clusters stop:
+    each module starts with none kept, and none keeps reconnecting to a stopped cluster."""
     yield
     from pyspark_kafka_txn.reader.executor import CONSUMERS
     from pyspark_kafka_txn.writer.common import CLIENTS
+    from pyspark_kafka_txn.writer.sink import CHECKED
 
     CONSUMERS.close_all()
     CLIENTS.close_all()
+    CHECKED.close_all()  # a later module's cluster may reuse a port with other settings
 
 
 def _two_pc_cluster(

@@ -27,8 +27,9 @@ Every error the package raises outside the embedded broker is a :class:`KafkaTxn
     └── TransactionNotAbortedError     (writer) an open transaction is still open after the
                                        time allowed for ending it
 
-The protocol client's classes live in :mod:`pyspark_kafka_txn.client.errors` (the client
-must not import the rest of the package) and are re-exported here.
+The protocol client's classes are defined in :mod:`pyspark_kafka_txn.client.errors` (the
+client must not import the rest of the package) and re-exported here: import every class
+of the tree from this module (a ruff rule, TID251, refuses the other route).
 
 A class that also derives from a built-in exception (``ValueError``, ``TimeoutError``) can
 be caught as either.

@@ -32,11 +32,14 @@ Only :mod:`pyspark_kafka_txn.errors` and the version are imported: the reader's
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark_kafka_txn._version import __version__
 from pyspark_kafka_txn.errors import FormatVersionError
+
+_R = TypeVar("_R")
 
 __all__ = [
     "BATCH_MARKER",
@@ -132,6 +135,40 @@ class DurableFormat:
         self.check(found, whose)
         decoded: dict[str, Any] = fields
         return decoded
+
+    def read(
+        self, metadata: str | None, whose: str, build: Callable[[dict[str, Any]], _R]
+    ) -> _R | None:
+        """A record of this format (version in ``"f"``) built from its fields, or None.
+
+        Parameters
+        ----------
+        metadata
+            The text as read back (offset-commit metadata).
+        whose
+            Names the record in an error message.
+        build
+            Makes the record of the decoded fields; a field it lacks or cannot convert
+            (``KeyError``, ``TypeError``, ``ValueError``) means no record of ours.
+
+        Returns
+        -------
+        record or None
+            None for what :meth:`decode` takes for no record of ours, and for fields
+            ``build`` refuses.
+
+        Raises
+        ------
+        FormatVersionError
+            If the record's version is one this package does not read.
+        """
+        fields = self.decode(metadata, "f", whose)
+        if fields is None:
+            return None
+        try:
+            return build(fields)
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def error(
         self, what: str, whose: str, *, found: int | None = None, remedy: str | None = None

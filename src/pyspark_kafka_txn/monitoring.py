@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from pyspark_kafka_txn.offsets import ORIGIN
+from pyspark_kafka_txn.wire import TopicPartition
 
 __all__ = ["LagListener", "SourceLag", "source_lags"]
 
@@ -55,7 +56,7 @@ class SourceLag:
     name: str | None
     batch_id: int
     source: str
-    lag: Mapping[tuple[str, int], int]
+    lag: Mapping[TopicPartition, int]
 
     @property
     def total(self) -> int:
@@ -63,7 +64,7 @@ class SourceLag:
         return sum(self.lag.values())
 
 
-def _partition_offsets(value: Any) -> dict[tuple[str, int], int] | None:
+def _partition_offsets(value: Any) -> dict[TopicPartition, int] | None:
     """``{"topic": {"0": 5}}`` (JSON text or parsed) as {(topic, 0): 5}; None otherwise."""
     if isinstance(value, str):
         try:
@@ -72,7 +73,7 @@ def _partition_offsets(value: Any) -> dict[tuple[str, int], int] | None:
             return None
     if not isinstance(value, dict):
         return None
-    out: dict[tuple[str, int], int] = {}
+    out: dict[TopicPartition, int] = {}
     for topic, partitions in value.items():
         if topic == ORIGIN:
             continue
@@ -81,7 +82,7 @@ def _partition_offsets(value: Any) -> dict[tuple[str, int], int] | None:
         for partition, offset in partitions.items():
             if not str(partition).lstrip("-").isdigit() or not isinstance(offset, int):
                 return None
-            out[(str(topic), int(partition))] = offset
+            out[TopicPartition(str(topic), int(partition))] = offset
     return out
 
 

@@ -44,7 +44,6 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from pyspark_kafka_txn.client.errors import AuthorizationError, BrokerError
 from pyspark_kafka_txn.client.producer import (
     ProducerConfig,
     TransactionalProducer,
@@ -52,6 +51,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import (
     allow,
@@ -500,7 +500,9 @@ def test_tls_client_certificate_subject_is_the_principal(tmp_path: Path) -> None
     files = {"ca": t.ca, "cert": t.cert, "key": t.key}
 
     def client(cn: str) -> tuple[str, str]:
-        leaf = ca.issue_cert(common_name=cn, organization_name="Acme, Inc.")
+        # An identity besides the subject: cryptography 51 refuses a certificate whose
+        # subjectAltName would be empty (the principal comes from the subject alone).
+        leaf = ca.issue_cert(f"{cn}.clients.test", common_name=cn, organization_name="Acme, Inc.")
         pem = tmp_path / f"{cn}.pem"
         leaf.private_key_and_cert_chain_pem.write_to_path(str(pem))
         subject = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes()).subject

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.list_offsets.v5 import request as list_offsets_v5
 from kio.schema.metadata.v9 import request as metadata_v9
@@ -158,6 +158,30 @@ def test_rule_aimed_at_one_transactional_id_prefix(embedded: EmbeddedKafka) -> N
     hit = _txn_round(target, topic, "aimed", 3, 1)
     assert rule.hits == 2  # the target's EndTxn was refused twice, then retried to success
     _expect(passed + hit, topic, 1, bs)
+
+
+def test_rule_aimed_at_a_prefix_matches_the_group_id_of_offset_commits(
+    embedded: EmbeddedKafka,
+) -> None:
+    """OffsetCommit has no transactional id: an aimed rule matches its group id."""
+    topic = f"fault-{uuid.uuid4().hex[:8]}"
+    embedded.create_topic(topic, 1)
+    bs = embedded.bootstrap_servers
+    aimed, other = f"aim-{uuid.uuid4().hex[:8]}-", f"other-{uuid.uuid4().hex[:8]}-"
+    rule = embedded.fail_requests(
+        "OffsetCommit", "coordinator_load_in_progress", count=1, transactional_id_prefix=aimed
+    )
+    delayed = embedded.delay_requests("OffsetCommit", 0.1, transactional_id_prefix=aimed)
+    for group in (f"{other}g", f"{aimed}g"):
+        consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        except KafkaException:
+            pass  # the aimed group's commit may surface the error (no retry in librdkafka)
+        finally:
+            consumer.close()
+        # The bystander's commit went through untouched; the aimed one's was caught.
+        assert (rule.hits, delayed.hits) == ((0, 0) if group.startswith(other) else (1, 1))
 
 
 def test_txn_offset_commit_retried_after_coordinator_errors(embedded: EmbeddedKafka) -> None:

@@ -31,11 +31,11 @@ from kio.schema.list_transactions.v0 import request as list_v0
 from pyspark_kafka_txn.client.admin import describe_transactions
 from pyspark_kafka_txn.client.config import ProducerConfig
 from pyspark_kafka_txn.client.connection import ConnectionConfig
-from pyspark_kafka_txn.client.errors import AuthorizationError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
+from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import SUPER_USER

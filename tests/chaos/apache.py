@@ -296,12 +296,14 @@ class ApacheHarness(Harness):
         if fault.kind == "drop_connections":
             dropped = sum(proxy.drop_connections() for proxy in proxies(self.apache))
             return {"dropped": dropped, "happened": dropped > 0}
-        if fault.kind == "lost_responses":
+        if fault.kind in ("lost_responses", "delays"):
             api = API_KEYS[p["api"]]
-            self._watch([proxy.lose_responses(api, p["count"]) for proxy in proxies(self.apache)])
-            return {}
-        if fault.kind == "delays":
-            self._watch(self.apache.delay(API_KEYS[p["api"]], p["seconds"], p["count"]))
+            if fault.kind == "delays":
+                rules = self.apache.delay(api, p["seconds"], p["count"])
+            else:
+                rules = [proxy.lose_responses(api, p["count"]) for proxy in proxies(self.apache)]
+            self.wait_for_hit(lambda: hits(rules))
+            self._watch(rules)
             return {}
         raise ValueError(f"fault kind {fault.kind} cannot be injected on Apache Kafka")
 
@@ -317,7 +319,7 @@ class ApacheHarness(Harness):
     def _node(self, params: dict[str, Any]) -> tuple[int, str]:
         """The node a ``node_kill`` / ``node_pause`` hits, and what it is to the query."""
         if params["node"] == "txn_coordinator" and self.query:
-            tid = f"{self.prefix}{self.query}-{params['partition'] % self.writer_partitions()}"
+            tid = self.writer_id(params["partition"])
             node = self._background(lambda: txn_coordinator(self.bootstrap, tid))
             return node, f"transaction coordinator of {tid}"
         partition = params["partition"] % self.plan.output_partitions

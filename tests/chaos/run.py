@@ -9,10 +9,24 @@ as a supervisor would. At the end the feed stops, the query drains, and
 :func:`~tests.chaos.checker.check` judges the output. The report (Markdown and JSON) lists
 per seed the plan, what each fault did, the counts and every anomaly.
 
+Every fault is judged: its report entry says whether it was seen to happen
+(``happened``: a marker left by the failing task, a request caught by a rule, a process
+killed, a leader or coordinator found where it was moved, a stalled input transaction
+left open past its timeout); a fault that did not happen is an anomaly of its seed.
+
+With ``--queries N`` (N > 1) the seed runs N streaming queries on one cluster, all with
+the writer's default options (one ``transactionalIdPrefix`` for all): the query under
+test (query 0: its own input and output topics, every fault of the seed aimed at it
+alone) in one Spark application, and N - 1 neighbours in a second Spark application (a
+process of its own), each reading its own input topic and all of them writing one shared
+output topic. Every query's output is judged; a neighbour that fails or restarts is an
+anomaly.
+
     .venv/bin/python -m tests.chaos.run --seeds 50 --duration 60 --report chaos-report
     .venv/bin/python -m tests.chaos.run --seed 17 --duration 60   # one seed again
     .venv/bin/python -m tests.chaos.run --kafka apache --seeds 20 --duration 60
     .venv/bin/python -m tests.chaos.run --kafka apache --apache-2pc --seed 3   # KIP-939 on
+    .venv/bin/python -m tests.chaos.run --seeds 10 --duration 60 --queries 3
 """
 
 from __future__ import annotations
@@ -31,13 +45,16 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.demo.child import JobProcess
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from pyspark_kafka_txn.embedded.faults import FaultRule
+from pyspark_kafka_txn.wire import COORDINATOR_TXN
 from tests.chaos.checker import Verdict, check
 from tests.chaos.feed import ChaosFeed
 from tests.chaos.job import ChaosJobSettings
@@ -46,6 +63,11 @@ from tests.chaos.schedule import TARGETS, Fault, Plan, draw
 log = logging.getLogger("chaos")
 ROOT = Path(__file__).resolve().parents[2]
 INPUT, OUTPUT = "chaos-in", "chaos-out"
+#: Multi-query runs: the output topic the neighbours share, and their Spark partitions.
+SHARED_OUTPUT = "chaos-out-shared"
+NEIGHBOUR_PARTITIONS = 3
+#: The writer's default ``transactionalIdPrefix`` (multi-query runs set none).
+DEFAULT_PREFIX = "spark-kafka-txn-"
 #: A query making no progress this long while it has input is reported as stalled.
 STALL_S = 240.0
 #: Before a fault, waiting at most this long for the query to run a micro-batch.
@@ -71,6 +93,9 @@ class SeedResult:
     logs: str = ""
     #: The cluster the seed ran on ("embedded, 3 broker(s)", "Apache Kafka 4.4.0, ...").
     cluster: str = ""
+    #: Multi-query runs: each neighbour's verdict, and how often their application ran.
+    neighbours: list[dict[str, Any]] = field(default_factory=list)
+    neighbour_runs: int = 0
 
 
 class Harness:
@@ -84,7 +109,17 @@ class Harness:
     def __init__(self, plan: Plan, work: Path) -> None:
         self.plan = plan
         self.work = work
-        self.prefix = f"chaos-{plan.seed}-{uuid.uuid4().hex[:6]}-"
+        self.multi = plan.queries > 1
+        #: The writer's prefix: the seed's own, or with several queries the default.
+        self.prefix = DEFAULT_PREFIX if self.multi else f"chaos-{plan.seed}-{uuid.uuid4().hex[:6]}-"
+        self.markers = work / "markers"
+        self.markers.mkdir()
+        #: Faults whose outcome is known only at the end: (index in applied, judge).
+        self._pending: list[tuple[int, Callable[[], dict[str, Any]]]] = []
+        #: Multi-query runs: the neighbours' application, and what it said.
+        self.neighbours: JobProcess | None = None
+        self.neighbours_started = 0
+        self.neighbours_drained = False
         self.result = SeedResult(plan.seed, plan.to_dict())
         self.job: JobProcess | None = None
         self.query = ""
@@ -127,6 +162,40 @@ class Harness:
         """Inject a fault of the cluster's own kinds; what it did."""
         raise NotImplementedError
 
+    def aim(self) -> str | None:
+        """What the transactional ids (and groups) of the query under test start with, for
+        request faults aimed at it alone; ``None`` (any request) in single-query runs."""
+        return f"{self.prefix}{self.query}-" if self.multi else None
+
+    def writer_id(self, partition: int) -> str:
+        """The transactional id of the query under test's writer for ``partition``."""
+        return f"{self.prefix}{self.query}-{partition % self.writer_partitions()}"
+
+    def judge_later(self, judge: Callable[[], dict[str, Any]]) -> None:
+        """Judge the fault being applied at the end of the run (its entry is appended to
+        the report right after :meth:`apply` returns)."""
+        self._pending.append((len(self.result.applied), judge))
+
+    def wait_for_hit(self, hits: Callable[[], int]) -> None:
+        """Supervise the query until a request fault's rule caught a request (or
+        :data:`ARM_S` passed), so that the next fault does not land before it."""
+        deadline = time.monotonic() + ARM_S
+        while hits() == 0 and time.monotonic() < deadline:
+            self.pump(0.05)
+
+    def settle(self) -> None:
+        """Judge the faults left to the end; each one that did not happen is an anomaly."""
+        for index, judge in self._pending:
+            self.result.applied[index].update(judge())
+        self._pending.clear()
+        missed = [
+            f"{a['kind']} at {a['at_s']} s"
+            for a in self.result.applied
+            if not a.get("happened", False)
+        ]
+        if missed:
+            self.result.anomalies.append(f"faults that did not happen: {', '.join(missed)}")
+
     def expiry_wait_s(self) -> float:
         """How long ``output_txn_timeout`` waits for the broker to abort the held batch."""
         assert self.plan.writer_txn_timeout_ms is not None
@@ -148,9 +217,10 @@ class Harness:
             input_topic=INPUT,
             output_topic=OUTPUT,
             checkpoint=str(self.work / "checkpoint"),
-            prefix=self.prefix,
+            prefix="" if self.multi else self.prefix,
             repartition=self.partitions,
             extra=self._writer_options(),
+            marker_dir=str(self.markers),
         )
         self.result.runs += 1
         self.drained = False
@@ -170,16 +240,68 @@ class Harness:
             ("kafka.transaction.two.phase.commit.enable", "false"),
         )
 
-    def crash(self) -> None:
-        """SIGKILL the query's whole process; a supervisor restarts it."""
+    def crash(self) -> bool:
+        """SIGKILL the query's whole process (a supervisor restarts it); whether it was
+        running."""
         assert self.job is not None
+        alive = self.job.running()
         self.job.kill()
+        return alive
+
+    def neighbour_topics(self) -> list[str]:
+        """The neighbours' input topics (none in single-query runs)."""
+        return [f"{INPUT}-{i}" for i in range(1, self.plan.queries)]
+
+    def start_neighbours(self) -> None:
+        """Start (again) the neighbours' Spark application: default writer options,
+        connected to the cluster directly (no fault injection on their way)."""
+        topics = self.neighbour_topics()
+        checkpoints = [str(self.work / f"checkpoint-{t}") for t in topics]
+        settings = ChaosJobSettings(
+            bootstrap=self.bootstrap,
+            input_topic=topics[0],
+            output_topic=SHARED_OUTPUT,
+            checkpoint=checkpoints[0],
+            prefix="",
+            repartition=NEIGHBOUR_PARTITIONS,
+            more=tuple(
+                (t, SHARED_OUTPUT, c) for t, c in zip(topics[1:], checkpoints[1:], strict=True)
+            ),
+        )
+        self.result.neighbour_runs += 1
+        self.neighbours_drained = False
+        log_path = self.work / f"neighbours-run{self.result.neighbour_runs}.log"
+        self.neighbours = JobProcess(settings, log_path, module="tests.chaos.job")
+
+    def _watch_neighbours(self) -> None:
+        """The neighbours' events: any failure or restart is an anomaly (restarted, so
+        that their output can still be judged)."""
+        job = self.neighbours
+        if job is None:
+            return
+        while (event := job.next_event(0)) is not None:
+            kind = event["event"]
+            if kind == "started":
+                self.neighbours_started += 1
+                if self.neighbours_started > self.plan.queries - 1:
+                    self.result.anomalies.append(
+                        f"a neighbour query restarted (query {event.get('query')})"
+                    )
+            elif kind == "drained":
+                self.neighbours_drained = True
+            elif kind in ("failed", "exited") and not self.neighbours_drained:
+                job.stop_quietly()
+                why = _reason(str(event.get("error", ""))) if kind == "failed" else "exited"
+                self.result.anomalies.append(f"the neighbours' application failed: {why}")
+                self.start_neighbours()
+                return
 
     def pump(self, seconds: float) -> None:
         """Handle the job's events for ``seconds``; restart it if it died."""
         end = time.monotonic() + seconds
         while True:
             assert self.job is not None
+            self._watch_neighbours()
             event = self.job.next_event(max(0.0, min(0.2, end - time.monotonic())))
             if event is not None:
                 kind = event["event"]
@@ -214,15 +336,31 @@ class Harness:
         """Inject ``fault``; what it did (merged into the report's entry for it)."""
         p = fault.params
         if fault.kind in ("task_exception", "worker_kill"):
-            feed.flag("exception" if fault.kind == "task_exception" else "kill")
-            return {}
+            # The failing task leaves a marker first: wait for one (a restart replays the
+            # record, and its first attempt fails again: any new marker of the kind counts).
+            flag = "exception" if fault.kind == "task_exception" else "kill"
+            before = len(list(self.markers.glob(f"{flag}-*")))
+            feed.flag(flag)
+            deadline = time.monotonic() + ARM_S
+            while (
+                len(list(self.markers.glob(f"{flag}-*"))) == before and time.monotonic() < deadline
+            ):
+                self.pump(0.2)
+            seen = len(list(self.markers.glob(f"{flag}-*"))) - before
+            return {"task_failures": seen, "happened": seen > 0}
         if fault.kind == "driver_kill":
             self.pump(p["delay_s"])
-            self.crash()
+            killed = self.crash()
             self.pump(0)
-            return {}
+            return {"happened": killed}
         if fault.kind == "input_txn_timeout":
-            feed.stall(p["records"], p["timeout_ms"], SWEEP_MS)
+            number = feed.stall(p["records"], p["timeout_ms"], SWEEP_MS)
+
+            def stalled() -> dict[str, Any]:
+                outcome = feed.stalls.get(number, "unfinished")
+                return {"outcome": outcome, "happened": outcome in ("timed_out", "late_commit")}
+
+            self.judge_later(stalled)
             return {}
         return self.apply_cluster(fault, feed)
 
@@ -243,30 +381,67 @@ class Harness:
                 self.plan.seed,
                 producers=self.plan.input_producers,
             )
+            # Multi-query runs: the neighbours' inputs (one producer each) and output.
+            others = [
+                ChaosFeed(self.bootstrap, topic, self.plan.seed, name=f"chaos-feed-{topic}")
+                for topic in self.neighbour_topics()
+            ]
+            for other in others:
+                self.create_topic(other.topic, 2)
+            if others:
+                self.create_topic(SHARED_OUTPUT, NEIGHBOUR_PARTITIONS)
+                self.start_neighbours()
             self.start_job()
             try:
-                self._play(feed)
+                self._play(feed, others)
             except (StallError, TimeoutError) as exc:
                 self.result.anomalies.append(f"liveness: {exc}")
             finally:
-                feed.stop()
+                for one in [feed, *others]:
+                    one.stop()
                 self.clear_faults()
-                if self.job is not None:
-                    self.job.stop_quietly()
-            if feed.error is not None:
-                self.result.harness_errors.append(f"input producer: {feed.error}")
-            if not self.result.anomalies:
-                verdict = check(self.bootstrap, INPUT, OUTPUT)
-                self.result.verdict = _summary(verdict, feed)
-                self.result.anomalies.extend(verdict.anomalies)
+                for job in (self.job, self.neighbours):
+                    if job is not None:
+                        job.stop_quietly()
+            for one in [feed, *others]:
+                if one.error is not None:
+                    self.result.harness_errors.append(f"input producer: {one.error}")
+            self.settle()
+            if not any(a.startswith("liveness: ") for a in self.result.anomalies):
+                self._check(feed, others)
         self.result.seconds = round(time.monotonic() - started, 1)
         return self.result
 
-    def _play(self, feed: ChaosFeed) -> None:
+    def _check(self, feed: ChaosFeed, others: list[ChaosFeed]) -> None:
+        """Judge every query's output against its feed's truth and its input topic."""
+        verdict = check(self.bootstrap, INPUT, OUTPUT, feed.truth)
+        self.result.verdict = _summary(verdict, feed)
+        self.result.anomalies.extend(verdict.anomalies)
+        if verdict.output_others:
+            self.result.anomalies.append(
+                f"{OUTPUT}: {verdict.output_others} records from no query's input"
+            )
+        written = total = 0
+        for other in others:
+            seen = check(self.bootstrap, other.topic, SHARED_OUTPUT, other.truth)
+            self.result.neighbours.append({"input": other.topic, **_summary(seen, other)})
+            self.result.anomalies.extend(f"{other.topic}: {a}" for a in seen.anomalies)
+            written += seen.output
+            total = seen.output + seen.output_others
+        if others and total != written:
+            self.result.anomalies.append(
+                f"{SHARED_OUTPUT}: {total - written} records from no neighbour's input"
+            )
+
+    def _play(self, feed: ChaosFeed, others: list[ChaosFeed]) -> None:
         # Wait for the first micro-batch (Spark warm), then start the input.
         while self.result.runs and not self.query:
             self.pump(0.5)
-        feed.start()
+        deadline = time.monotonic() + RUNNING_WAIT_S
+        while self.neighbours_started < len(others) and time.monotonic() < deadline:
+            self.pump(0.5)
+        for one in [feed, *others]:
+            one.start()
         t0 = time.monotonic()
         for fault in self.plan.faults:
             self.pump(max(0.0, t0 + fault.at_s - time.monotonic()))
@@ -284,8 +459,33 @@ class Harness:
                 )
             log.info("seed %d: %.1f s %s %s", self.plan.seed, at, fault.kind, outcome)
         self.pump(max(0.0, t0 + self.plan.duration_s - time.monotonic()))
-        feed.stop()
+        for one in [feed, *others]:
+            one.stop()
         self.clear_faults()
+        self._drain()
+        if others:
+            self._drain_neighbours()
+
+    def _drain_neighbours(self) -> None:
+        """Ask the neighbours' application to drain (restarted if it fails meanwhile, an
+        anomaly already); wait for it."""
+        for _ in range(3):
+            job = self.neighbours
+            assert job is not None
+            with contextlib.suppress(BrokenPipeError):  # failed: _watch_neighbours restarts it
+                job.drain()
+            deadline = time.monotonic() + STALL_S
+            while not self.neighbours_drained and self.neighbours is job:
+                if time.monotonic() > deadline:
+                    raise StallError("the neighbours did not drain")
+                self.pump(0.2)
+            if self.neighbours_drained:
+                job.wait(120)
+                return
+        raise StallError("the neighbours failed three times while draining")
+
+    def _drain(self) -> None:
+        """Ask the query under test to drain; restart it if it fails meanwhile."""
         for _ in range(3):  # drain; a query that fails meanwhile is restarted
             job = self.job
             assert job is not None
@@ -350,21 +550,28 @@ class EmbeddedHarness(Harness):
         if fault.kind in ("driver_kill_after_decision", "driver_kill_before_decision"):
             api = "EndTxn" if fault.kind == "driver_kill_after_decision" else "OffsetCommit"
             # Aimed at the query's own requests: the feed's EndTxns must not trigger it.
+            # (With several queries the OffsetCommit too, by its group id.)
             rule = k.fail_requests(
                 api,
                 "COORDINATOR_LOAD_IN_PROGRESS",
                 count=1_000_000_000,
-                transactional_id_prefix=self.prefix if api == "EndTxn" else None,
+                transactional_id_prefix=(self.aim() or self.prefix)
+                if api == "EndTxn"
+                else self.aim(),
             )
             deadline = time.monotonic() + ARM_S
             while rule.hits == 0 and time.monotonic() < deadline:
                 self.pump(0.05)
             hits = rule.hits
-            self.crash()
+            killed = self.crash()
             open_partitions = self.pinned()
             k.clear_faults()
             self.pump(0)
-            return {"hits": hits, "open_output_partitions": open_partitions}
+            return {
+                "hits": hits,
+                "open_output_partitions": open_partitions,
+                "happened": hits > 0 and killed,
+            }
         if fault.kind == "output_txn_timeout":
             # EndTxn held back until the batch's transactions expire: the broker's sweep
             # aborts them after the decision record; commit() must fail, the restart rewrite.
@@ -372,7 +579,7 @@ class EmbeddedHarness(Harness):
                 "EndTxn",
                 "COORDINATOR_LOAD_IN_PROGRESS",
                 count=1_000_000_000,
-                transactional_id_prefix=self.prefix,
+                transactional_id_prefix=self.aim() or self.prefix,
             )
             deadline = time.monotonic() + ARM_S
             while rule.hits == 0 and time.monotonic() < deadline:
@@ -384,37 +591,72 @@ class EmbeddedHarness(Harness):
             expired = bool(held) and not self.pinned()
             k.clear_faults()
             self.pump(0)
-            return {"hits": hits, "open_output_partitions": held, "expired": expired}
+            return {
+                "hits": hits,
+                "open_output_partitions": held,
+                "expired": expired,
+                "happened": hits > 0,
+            }
         if fault.kind == "broker_restart":
-            k.restart()
-            return {}
+            k.restart()  # returns once every broker listens again on its data
+            return {"happened": True}
         if fault.kind == "drop_connections":
-            return {"dropped": k.drop_connections()}
-        if fault.kind == "retriable_errors":
-            try:
-                k.fail_requests(p["api"], p["error"], count=p["count"])
-            except ValueError:  # no error builder for this API: executed, answer lost
-                k.fail_requests(p["api"], p["error"], count=p["count"], after=True)
-            return {}
-        if fault.kind == "lost_responses":
-            k.fail_requests(p["api"], "REQUEST_TIMED_OUT", count=p["count"], after=True)
-            return {}
-        if fault.kind == "delays":
-            k.delay_requests(p["api"], p["seconds"], count=p["count"])
-            return {}
+            dropped = k.drop_connections()
+            return {"dropped": dropped, "happened": dropped > 0}
+        if fault.kind in ("retriable_errors", "lost_responses", "delays"):
+            rule = self._request_fault(fault)
+            self.wait_for_hit(lambda: rule.hits)
+            self.judge_later(lambda: {"hits": rule.hits, "happened": rule.hits > 0})
+            return {"aimed_at": self.aim()} if self.multi else {}
         if fault.kind == "leader_move":
             topic = OUTPUT if p["output"] else INPUT
             count = self.plan.output_partitions if p["output"] else self.plan.input_partitions
-            k.move_leader(topic, p["partition"] % count, p["node"])
-            return {"topic": topic}
+            partition = p["partition"] % count
+            k.move_leader(topic, partition, p["node"])
+            leader = self._leader(topic, partition)
+            return {"topic": topic, "leader": leader, "happened": leader == p["node"]}
         if fault.kind == "coordinator_move":
             if p["writer"] and self.query:
-                key = f"{self.prefix}{self.query}-{p['partition'] % self.writer_partitions()}"
+                key = self.writer_id(p["partition"])
             else:
                 key = feed.transactional_id(p["partition"] % self.plan.input_producers)
             k.move_coordinator("transaction", key, p["node"])
-            return {"transactional_id": key}
+            with ClusterClient(self.bootstrap, retry_timeout_s=60) as cluster:
+                node = cluster.coordinator(COORDINATOR_TXN, key).node_id
+            return {"transactional_id": key, "coordinator": node, "happened": node == p["node"]}
         raise ValueError(f"unknown fault kind {fault.kind}")
+
+    def _request_fault(self, fault: Fault) -> FaultRule:
+        """Arm a retriable error, a lost answer or a delay (aimed at the query under test
+        with several queries); the rule, whose hits tell whether it happened."""
+        k, p, aim = self.kafka, fault.params, self.aim()
+        if fault.kind == "delays":
+            return k.delay_requests(
+                p["api"], p["seconds"], count=p["count"], transactional_id_prefix=aim
+            )
+        if fault.kind == "lost_responses":
+            return k.fail_requests(
+                p["api"],
+                "REQUEST_TIMED_OUT",
+                count=p["count"],
+                after=True,
+                transactional_id_prefix=aim,
+            )
+        try:
+            return k.fail_requests(
+                p["api"], p["error"], count=p["count"], transactional_id_prefix=aim
+            )
+        except ValueError:  # no error builder for this API: executed, answer lost
+            return k.fail_requests(
+                p["api"], p["error"], count=p["count"], after=True, transactional_id_prefix=aim
+            )
+
+    def _leader(self, topic: str, partition: int) -> int:
+        """The partition's leader as Metadata names it to an independent client."""
+        from confluent_kafka.admin import AdminClient
+
+        metadata = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30)
+        return int(metadata.topics[topic].partitions[partition].leader)
 
     def pinned(self) -> dict[int, tuple[int, int]]:
         out = {}
@@ -453,6 +695,7 @@ COUNTS = (
     "mismatched",
     "reordered",
     "lingering",
+    "input_disagrees",
 )
 
 
@@ -462,6 +705,9 @@ def _summary(verdict: Verdict, feed: ChaosFeed) -> dict[str, Any]:
         "input_aborted": verdict.input_aborted,
         "output": verdict.output,
         "output_in_log": verdict.output_in_log,
+        "feed_committed": verdict.feed_committed,
+        "feed_aborted": verdict.feed_aborted,
+        "feed_unknown": verdict.feed_unknown,
         **{name: getattr(verdict, name) for name in COUNTS},
         "feed_transactions": feed.committed_txns + feed.aborted_txns,
         "feed_failed_calls": feed.failed_calls,
@@ -477,6 +723,7 @@ def run_seed(
     kafka: str = "embedded",
     kinds: Sequence[str] | None = None,
     keep_all: bool = False,
+    queries: int = 1,
     broker_two_phase: bool = False,
 ) -> SeedResult:
     """Run one seed on a cluster of kind ``kafka`` (``embedded`` or ``apache``), with the
@@ -487,7 +734,7 @@ def run_seed(
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
-    plan = draw(seed, duration_s, kafka, kinds, broker_two_phase=broker_two_phase)
+    plan = draw(seed, duration_s, kafka, kinds, queries, broker_two_phase=broker_two_phase)
     harness: Harness
     if kafka == "apache":
         from tests.chaos.apache import ApacheHarness  # imports this module
@@ -530,15 +777,18 @@ def write_report(results: list[SeedResult], directory: Path, duration_s: float) 
     )
     kinds = Counter(a["kind"] for r in results for a in r.applied)
 
-    def total(name: str) -> int:
-        return sum(int(r.verdict.get(name, 0)) for r in results)
+    def total(name: str) -> int:  # over every query of every seed
+        return sum(int(v.get(name, 0)) for r in results for v in [r.verdict, *r.neighbours])
 
     bad = [r for r in results if r.anomalies]
     apache = any(r.plan.get("target") == "apache" for r in results)
     make = "make chaos KAFKA=apache" if apache else "make chaos"
+    queries = max((int(r.plan.get("queries", 1)) for r in results), default=1)
+    if queries > 1:
+        make += f" QUERIES={queries}"
     clusters = Counter(r.cluster or r.plan.get("target", "embedded") for r in results)
-    # Apache Kafka's faults say whether they were seen to happen (a request caught, a
-    # node down and back); the embedded cluster's do not.
+    # Each fault says whether it was seen to happen (a task's marker, a request caught, a
+    # process killed, a node down and back, ...).
     judged = [a for r in results for a in r.applied if "happened" in a]
     lines = [
         "# Chaos report",
@@ -558,11 +808,21 @@ def write_report(results: list[SeedResult], directory: Path, duration_s: float) 
             f"{len(judged)} (not seen: "
             f"{', '.join(f'{k} {n}' for k, n in sorted(missed.items())) or 'none'})"
         )
+    if queries > 1:
+        lines.append(
+            f"* queries per seed: {queries}, default writer options (one prefix), in two "
+            f"Spark applications: the faults hit query 0 alone; its {queries - 1} neighbours "
+            f"({sum(len(r.neighbours) for r in results)} in all) write one shared output "
+            f"topic; neighbour application restarts: "
+            f"{sum(max(0, r.neighbour_runs - 1) for r in results)}"
+        )
     lines += [
         f"* query restarts (kills and failures): {sum(max(0, r.runs - 1) for r in results)}; "
         f"micro-batches with rows: {sum(r.batches for r in results)}",
         f"* input records committed: {total('input_committed'):,}, aborted: "
-        f"{total('input_aborted'):,}; output records: {total('output'):,} "
+        f"{total('input_aborted'):,} (as the feed's producers saw them: committed "
+        f"{total('feed_committed'):,}, aborted {total('feed_aborted'):,}, commit outcome "
+        f"unknown {total('feed_unknown'):,}); output records: {total('output'):,} "
         f"({total('output_in_log'):,} in the log, aborted attempts included)",
         "* " + ", ".join(f"{name.replace('_', '-')}: **{total(name)}**" for name in COUNTS),
         f"* input producers: {sum(r.plan.get('input_producers', 1) for r in results)} "
@@ -636,6 +896,12 @@ def main(argv: list[str] | None = None) -> int:
         "transactions of every plan then never expire",
     )
     parser.add_argument(
+        "--queries",
+        type=int,
+        default=1,
+        help="streaming queries per seed (default 1); above 1 the faults hit the first alone",
+    )
+    parser.add_argument(
         "--keep-logs",
         action="store_true",
         help="keep every seed's logs under the report directory (default: anomalous ones)",
@@ -656,6 +922,7 @@ def main(argv: list[str] | None = None) -> int:
             args.kafka,
             args.faults,
             args.keep_logs,
+            args.queries,
             broker_two_phase=args.apache_2pc,
         )
         results.append(result)

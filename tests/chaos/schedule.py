@@ -63,6 +63,47 @@ TIMEOUT_ONLY = {"output_txn_timeout"}
 #: The writer's ``kafka.transaction.timeout.ms`` in plans drawn with expiring transactions.
 WRITER_TXN_TIMEOUT_MS = 10_000
 
+#: Multi-query plans (``queries > 1``): the faults of each target that can be aimed at the
+#: query under test alone (its records, its process, its transactional ids and groups,
+#: its proxies); a whole-cluster fault (a restart, every connection cut, a moved leader,
+#: a node killed) would hit its neighbours too.
+MULTI_KINDS = {
+    "embedded": (
+        "task_exception",
+        "worker_kill",
+        "driver_kill",
+        "driver_kill_after_decision",
+        "driver_kill_before_decision",
+        "retriable_errors",
+        "lost_responses",
+        "delays",
+        "coordinator_move",
+        "input_txn_timeout",
+        "output_txn_timeout",
+    ),
+    "apache": (
+        "task_exception",
+        "worker_kill",
+        "driver_kill",
+        "driver_kill_after_decision",
+        "driver_kill_before_decision",
+        "drop_connections",
+        "lost_responses",
+        "delays",
+        "input_txn_timeout",
+        "output_txn_timeout",
+    ),
+}
+#: On the embedded cluster a request is aimed by its transactional id (or group id): in
+#: multi-query plans only APIs that carry one of the query's.
+AIMABLE_APIS = {
+    "Produce",
+    "EndTxn",
+    "InitProducerId",
+    "TxnOffsetCommit",
+    "OffsetCommit",
+}
+
 RETRIABLE = [
     ("Produce", "NOT_LEADER_OR_FOLLOWER"),
     ("Produce", "REQUEST_TIMED_OUT"),
@@ -113,6 +154,8 @@ class Plan:
     #: ``unstable.api.versions.enable``): the writer keeps its default ``auto`` mode even
     #: where ``writer_txn_timeout_ms`` is set, so its transactions never expire.
     broker_two_phase: bool = False
+    #: Streaming queries side by side; the faults hit the first one only.
+    queries: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +166,7 @@ def draw(
     duration_s: float,
     target: str = "embedded",
     kinds: Sequence[str] | None = None,
+    queries: int = 1,
     *,
     broker_two_phase: bool = False,
 ) -> Plan:
@@ -141,6 +185,9 @@ def draw(
         A fixed fault list instead of the drawn one: these kinds in this order, evenly
         spaced in time, their parameters still drawn from the seed (a kind the plan's
         cluster cannot produce is refused).
+    queries
+        Streaming queries side by side (:data:`MULTI_KINDS`): above 1 the faults are only
+        those that can hit the first query alone (the same seed draws another plan).
     broker_two_phase
         ``apache`` only: the brokers run with KIP-939 two-phase commit on (the same draw
         otherwise; the writer's transactions then never expire, so the
@@ -156,8 +203,12 @@ def draw(
     ValueError
         For an unknown target, or a fixed kind the target cannot produce.
     """
+    if queries < 1:
+        raise ValueError(f"queries must be at least 1, got {queries}")
     if target == "apache":
-        return replace(_draw_apache(seed, duration_s, kinds), broker_two_phase=broker_two_phase)
+        return replace(
+            _draw_apache(seed, duration_s, kinds, queries), broker_two_phase=broker_two_phase
+        )
     if broker_two_phase:
         raise ValueError(
             "broker_two_phase is for the apache target (the embedded cluster's "
@@ -165,17 +216,19 @@ def draw(
         )
     if target != "embedded":
         raise ValueError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
-    rng = random.Random(seed)
+    rng = random.Random(seed if queries == 1 else f"multi-{queries}-{seed}")
     brokers = rng.choice([1, 3])
     expiring = rng.random() < 0.4 or bool(kinds and TIMEOUT_ONLY & set(kinds))
     allowed = [
         k
         for k in KINDS
-        if (brokers > 1 or k not in MULTI_BROKER_ONLY) and (expiring or k not in TIMEOUT_ONLY)
+        if (brokers > 1 or k not in MULTI_BROKER_ONLY)
+        and (expiring or k not in TIMEOUT_ONLY)
+        and (queries == 1 or k in MULTI_KINDS[target])
     ]
     # About one fault every 6 s, none in the last quarter (the query must catch up).
     count = len(kinds) if kinds else max(2, round(duration_s / 6))
-    faults = _faults(rng, KINDS, allowed, count, duration_s, brokers, kinds)
+    faults = _faults(rng, KINDS, allowed, count, duration_s, brokers, kinds, queries > 1)
     return Plan(
         seed=seed,
         duration_s=duration_s,
@@ -187,15 +240,20 @@ def draw(
         faults=faults,
         input_producers=rng.randint(1, 3),
         writer_txn_timeout_ms=WRITER_TXN_TIMEOUT_MS if expiring else None,
+        queries=queries,
     )
 
 
-def _draw_apache(seed: int, duration_s: float, kinds: Sequence[str] | None) -> Plan:
-    rng = random.Random(f"apache-{seed}")
+def _draw_apache(seed: int, duration_s: float, kinds: Sequence[str] | None, queries: int) -> Plan:
+    rng = random.Random(f"apache-{seed}" if queries == 1 else f"apache-multi-{queries}-{seed}")
     expiring = rng.random() < 0.4 or bool(kinds and TIMEOUT_ONLY & set(kinds))
-    allowed = [k for k in APACHE_KINDS if expiring or k not in TIMEOUT_ONLY]
+    allowed = [
+        k
+        for k in APACHE_KINDS
+        if (expiring or k not in TIMEOUT_ONLY) and (queries == 1 or k in MULTI_KINDS["apache"])
+    ]
     count = len(kinds) if kinds else max(2, round(duration_s / 6))
-    faults = _faults(rng, APACHE_KINDS, allowed, count, duration_s, APACHE_NODES, kinds)
+    faults = _faults(rng, APACHE_KINDS, allowed, count, duration_s, APACHE_NODES, kinds, False)
     return Plan(
         seed=seed,
         duration_s=duration_s,
@@ -209,6 +267,7 @@ def _draw_apache(seed: int, duration_s: float, kinds: Sequence[str] | None) -> P
         writer_txn_timeout_ms=WRITER_TXN_TIMEOUT_MS if expiring else None,
         target="apache",
         transaction_version=rng.choice([1, 2]),
+        queries=queries,
     )
 
 
@@ -220,6 +279,7 @@ def _faults(
     duration_s: float,
     brokers: int,
     fixed: Sequence[str] | None,
+    aimed: bool,
 ) -> tuple[Fault, ...]:
     faults = []
     if fixed:
@@ -228,26 +288,32 @@ def _faults(
             raise ValueError(f"fault kinds {refused} are not among this target's: {allowed}")
         for i, kind in enumerate(fixed):
             at = round(duration_s * 0.75 * (i + 1) / (len(fixed) + 1), 1)
-            faults.append(Fault(at, kind, _params(rng, kind, brokers)))
+            faults.append(Fault(at, kind, _params(rng, kind, brokers, aimed)))
         return tuple(faults)
     weights = [weighted[k] for k in allowed]
     for _ in range(count):
         kind = rng.choices(allowed, weights)[0]
         at = round(rng.uniform(2.0, duration_s * 0.75), 1)
-        faults.append(Fault(at, kind, _params(rng, kind, brokers)))
+        faults.append(Fault(at, kind, _params(rng, kind, brokers, aimed)))
     faults.sort(key=lambda f: f.at_s)
     return tuple(faults)
 
 
-def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
+def _params(rng: random.Random, kind: str, brokers: int, aimed: bool) -> dict[str, Any]:
+    """A fault's parameters; ``aimed``: only requests the embedded cluster can aim at one
+    query (:data:`AIMABLE_APIS`)."""
+
+    def some(apis: list[Any], api: Any = lambda a: a) -> Any:
+        return rng.choice([a for a in apis if not aimed or api(a) in AIMABLE_APIS])
+
     if kind == "retriable_errors":
-        api, error = rng.choice(RETRIABLE)
+        api, error = some(RETRIABLE, lambda a: a[0])
         return {"api": api, "error": error, "count": rng.randint(1, 5)}
     if kind == "lost_responses":
-        return {"api": rng.choice(LOSABLE), "count": rng.randint(1, 3)}
+        return {"api": some(LOSABLE), "count": rng.randint(1, 3)}
     if kind == "delays":
         return {
-            "api": rng.choice(DELAYABLE),
+            "api": some(DELAYABLE),
             "seconds": round(rng.uniform(0.2, 3.0), 1),
             "count": rng.randint(1, 4),
         }
@@ -259,7 +325,7 @@ def _params(rng: random.Random, kind: str, brokers: int) -> dict[str, Any]:
         }
     if kind == "coordinator_move":
         return {
-            "writer": rng.random() < 0.7,
+            "writer": rng.random() < 0.7 or aimed,
             "partition": rng.randint(0, 4),
             "node": rng.randrange(brokers),
         }

@@ -5,7 +5,8 @@ the harness itself keeps working: seed 183, which found the writer losing a batc
 when the broker aborted all its decided transactions at their timeout and the replay
 partitioned them differently (220 records lost before the fix). On Apache Kafka (three
 nodes) CI runs one short seed with a fixed fault list, and the proxies' faults the Apache
-plans use are tested against a stand-in broker.
+plans use are tested against a stand-in broker. One short multi-query seed (three queries,
+two Spark applications, default options, the faults aimed at one query) runs too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -27,6 +29,7 @@ from confluent_kafka import Producer
 from pyspark_kafka_txn.demo.child import local_spark_env
 from tests.chaos import run, schedule
 from tests.chaos.checker import check
+from tests.chaos.feed import FeedTruth
 from tests.support.apache_kafka import free_port
 from tests.support.apache_kafka.proxy import KafkaProxy
 from tests.support.clients import txn_producer
@@ -73,6 +76,20 @@ def test_checker_reports_each_anomaly(kafka: KafkaTarget) -> None:
     counts = (verdict.lost, verdict.duplicated, verdict.aborted_visible, verdict.unknown)
     assert counts == (2, 1, 1, 1)
     assert (verdict.reordered, verdict.lingering, verdict.mismatched) == (2, 1, 0)
+    assert verdict.input_disagrees == 0  # no feed truth given: the read-back alone
+
+    # The feed's own account is the truth; the read-back must agree with it. Here the
+    # "feed" committed 42, which the input lacks (a broker that lost it), aborted 4, which
+    # the input shows committed, and its commit of {3} raised (the input shows it: counted
+    # as committed).
+    truth = FeedTruth(committed={0, 1, 2, 42}, aborted={4, 5, 6}, unknown=[frozenset({3})])
+    judged = check(bs, source, sink, truth)
+    text = "\n".join(judged.anomalies)
+    assert "records the feed committed, missing from the input (read_committed): 1 (42)" in text
+    assert "records the feed aborted, committed in the input: 1 (4)" in text
+    assert "committed input records missing from the output: 2 (3, 42)" in text
+    assert judged.input_disagrees == 2
+    assert (judged.feed_committed, judged.feed_aborted, judged.feed_unknown) == (4, 3, 1)
 
 
 def test_plans_are_reproducible() -> None:
@@ -85,25 +102,33 @@ def test_plans_are_reproducible() -> None:
 REGRESSION_SEED = 183
 
 
-@pytest.mark.own_spark
-@pytest.mark.slow
-def test_one_seed_exactly_once(tmp_path: Path) -> None:
-    # As `make chaos` runs it: a process of its own (its Spark job is a child process).
-    env = local_spark_env()
-    command = ["-m", "tests.chaos.run", "--seed", str(REGRESSION_SEED), "--duration", "30"]
+def _one_seed(tmp_path: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m tests.chaos.run ARGS`` as `make chaos` does (a process of its own;
+    its Spark job is a child process); its one seed's result, which found no anomaly and
+    no harness error. ``timeout_s`` is a hang detector."""
     done = subprocess.run(
-        [sys.executable, *command, "--report", str(tmp_path)],
+        [sys.executable, "-m", "tests.chaos.run", *args, "--report", str(tmp_path)],
         cwd=run.ROOT,
-        env=env,
+        env=local_spark_env(),
         capture_output=True,
         text=True,
-        timeout=900,  # a hang detector: one seed takes one to two minutes
+        timeout=timeout_s,
     )
     report = tmp_path / "report.json"
     assert report.exists(), (done.returncode, done.stderr[-5000:])
     [result] = json.loads(report.read_text())
     assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
     assert result["anomalies"] == [] and result["harness_errors"] == []
+    found: dict[str, Any] = result
+    return found
+
+
+@pytest.mark.own_spark
+@pytest.mark.slow
+def test_one_seed_exactly_once(tmp_path: Path) -> None:
+    # A hang detector of 900 s: one seed takes one to two minutes.
+    args = ["--seed", str(REGRESSION_SEED), "--duration", "30"]
+    result = _one_seed(tmp_path, args, 900)
     assert len(result["applied"]) == len(schedule.draw(REGRESSION_SEED, 30.0).faults)
     # The regression's situation arose: a decided batch's transactions all expired.
     assert any(a.get("expired") for a in result["applied"]), result["applied"]
@@ -153,6 +178,44 @@ def test_apache_2pc_plans_keep_the_draw_and_the_writer_default() -> None:
         schedule.draw(5, 30, broker_two_phase=True)
 
 
+def test_multi_query_plans_aim_every_fault_at_one_query() -> None:
+    for target in schedule.TARGETS:
+        plans = [schedule.draw(seed, 60, target, queries=3) for seed in range(1, 51)]
+        assert {p.queries for p in plans} == {3}
+        kinds = {f.kind for p in plans for f in p.faults}
+        assert kinds == set(schedule.MULTI_KINDS[target])  # 50 seeds cover every one
+        if target == "embedded":  # request faults only on APIs carrying the query's ids
+            apis = {f.params["api"] for p in plans for f in p.faults if "api" in f.params}
+            assert apis <= schedule.AIMABLE_APIS, apis
+    assert schedule.draw(7, 60, queries=3) != schedule.draw(7, 60)
+    with pytest.raises(ValueError, match="broker_restart"):
+        schedule.draw(5, 30, "embedded", ["broker_restart"], queries=3)
+
+
+#: The multi-query seed CI runs: a task's worker killed, the driver killed inside commit()
+#: after its decision (its transactions left open under the prefix its neighbours share),
+#: and lost answers, all aimed at query 0, beside two neighbours in a second application.
+MULTI_SEED = 1
+MULTI_FAULTS = ("worker_kill", "driver_kill_after_decision", "lost_responses")
+
+
+@pytest.mark.own_spark
+@pytest.mark.slow
+def test_one_seed_with_three_queries_exactly_once(tmp_path: Path) -> None:
+    args = ["--seed", str(MULTI_SEED), "--duration", "30", "--queries", "3"]
+    # A hang detector of 900 s: the seed takes two to three minutes.
+    result = _one_seed(tmp_path, [*args, "--faults", ",".join(MULTI_FAULTS)], 900)
+    assert [a["kind"] for a in result["applied"]] == list(MULTI_FAULTS)
+    assert all(a["happened"] for a in result["applied"]), result["applied"]
+    assert result["applied"][0]["task_failures"] >= 1
+    assert result["runs"] >= 2 and result["neighbour_runs"] == 1  # neighbours never restarted
+    for verdict in [result["verdict"], *result["neighbours"]]:
+        assert verdict["feed_committed"] > 0 and verdict["feed_aborted"] > 0
+        assert verdict["output"] == verdict["input_committed"]
+        assert [verdict[name] for name in run.COUNTS] == [0] * len(run.COUNTS)
+    assert len(result["neighbours"]) == 2
+
+
 #: The Apache Kafka seed CI runs: a fixed fault list, so that a broker killed with SIGKILL
 #: and restarted, and a driver killed inside commit() after its decision, are each proven.
 APACHE_SEED = 1
@@ -164,21 +227,8 @@ APACHE_FAULTS = ("node_kill", "driver_kill_after_decision")
 @pytest.mark.timeout(1500)
 def test_one_seed_exactly_once_on_apache_kafka(tmp_path: Path) -> None:
     # Three Apache Kafka nodes (JVMs), a Spark process, the feed: three to five minutes.
-    command = ["-m", "tests.chaos.run", "--kafka", "apache", "--seed", str(APACHE_SEED)]
-    command += ["--duration", "30", "--faults", ",".join(APACHE_FAULTS)]
-    done = subprocess.run(
-        [sys.executable, *command, "--report", str(tmp_path)],
-        cwd=run.ROOT,
-        env=local_spark_env(),
-        capture_output=True,
-        text=True,
-        timeout=1400,
-    )
-    report = tmp_path / "report.json"
-    assert report.exists(), (done.returncode, done.stderr[-5000:])
-    [result] = json.loads(report.read_text())
-    assert done.returncode == 0, (result["anomalies"], result["applied"], done.stderr[-3000:])
-    assert result["anomalies"] == [] and result["harness_errors"] == []
+    args = ["--kafka", "apache", "--seed", str(APACHE_SEED), "--duration", "30"]
+    result = _one_seed(tmp_path, [*args, "--faults", ",".join(APACHE_FAULTS)], 1400)
     assert result["plan"]["target"] == "apache"
     assert result["cluster"].startswith("Apache Kafka ") and ", 3 nodes," in result["cluster"]
     # Each fault really happened.

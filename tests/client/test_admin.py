@@ -16,9 +16,10 @@ from pyspark_kafka_txn.client.admin import (
     fetch_offsets,
     list_transactions,
 )
-from pyspark_kafka_txn.client.errors import BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.errors import BrokerError
+from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.clusters import CheckedKafka
 from tests.support.target import KafkaTarget
 
@@ -55,7 +56,7 @@ def test_lingering_transaction_found_and_pending_offsets_unstable(kafka: KafkaTa
             producer.init_transactions()
             producer.begin_transaction()
             producer.produce(topic, pa.array([b"a", b"b"]), partitions=pa.array([0, 1]))
-            producer.send_offsets_to_transaction({(topic, 0): 5}, group, "m")
+            producer.send_offsets_to_transaction({TopicPartition(topic, 0): 5}, group, "m")
             producer.flush()
             listed = list_transactions(cluster, states=["Ongoing"])
             assert any(t.transactional_id == tid for t in listed)
@@ -67,20 +68,25 @@ def test_lingering_transaction_found_and_pending_offsets_unstable(kafka: KafkaTa
             assert {(topic, 0), (topic, 1)} <= set(mine.partitions)
             # The pending transactional offset is unstable until the commit marker.
             with pytest.raises(BrokerError, match="unstable_offset_commit"):
-                fetch_offsets(cluster, group, [(topic, 0)])
-            unstable_ok = fetch_offsets(cluster, group, [(topic, 0)], require_stable=False)
-            assert unstable_ok[(topic, 0)].offset == -1
+                fetch_offsets(cluster, group, [TopicPartition(topic, 0)])
+            unstable_ok = fetch_offsets(
+                cluster, group, [TopicPartition(topic, 0)], require_stable=False
+            )
+            assert unstable_ok[TopicPartition(topic, 0)].offset == -1
             producer.commit_transaction()
         finally:
             producer.close()
         deadline = time.monotonic() + HANG_S
         while True:
             try:
-                got = fetch_offsets(cluster, group, [(topic, 0)])
+                got = fetch_offsets(cluster, group, [TopicPartition(topic, 0)])
                 break
             except BrokerError:
                 assert time.monotonic() < deadline
-        assert (got[(topic, 0)].offset, got[(topic, 0)].metadata) == (5, "m")
+        assert (got[TopicPartition(topic, 0)].offset, got[TopicPartition(topic, 0)].metadata) == (
+            5,
+            "m",
+        )
         done = describe_transactions(cluster, [tid])[tid]
         assert done is not None and done.state in ("CompleteCommit", "PrepareCommit")
 

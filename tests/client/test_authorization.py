@@ -32,7 +32,6 @@ from pyspark_kafka_txn.client.admin import (
     fetch_offsets,
 )
 from pyspark_kafka_txn.client.connection import ConnectionConfig
-from pyspark_kafka_txn.client.errors import AuthorizationError, BrokerError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     ProducerConfig,
@@ -42,6 +41,8 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError
+from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.acls import allow, replace_acls, secured_fixture
 from tests.support.clients import sasl_conf
 
@@ -140,7 +141,7 @@ def _transaction(cluster: ClusterClient, n: Names, tv: int, *, offsets: bool) ->
     try:
         producer.produce(n.topic, pa.array([b"v"]), partitions=0)
         if offsets:
-            producer.send_offsets_to_transaction({(n.topic, 0): 1}, n.group, "m")
+            producer.send_offsets_to_transaction({TopicPartition(n.topic, 0): 1}, n.group, "m")
         producer.flush()
     except BaseException:
         producer.abort_transaction()
@@ -218,19 +219,19 @@ CASES: dict[
     ),
     "OffsetCommit with Describe only on the group": (
         lambda n: (["group-read"], [_allow(ResourceType.GROUP, n.group, AclOperation.DESCRIBE)]),
-        lambda c, n: commit_offsets(c, n.group, {(n.topic, 0): (1, "m")}),
+        lambda c, n: commit_offsets(c, n.group, {TopicPartition(n.topic, 0): (1, "m")}),
         lambda n: ("READ", "Group", n.group),
         "OffsetCommit",
     ),
     "OffsetCommit without Read on the topic": (
         lambda n: (["topic-read"], []),
-        lambda c, n: commit_offsets(c, n.group, {(n.topic, 0): (1, "m")}),
+        lambda c, n: commit_offsets(c, n.group, {TopicPartition(n.topic, 0): (1, "m")}),
         lambda n: ("READ", "Topic", n.topic),
         "OffsetCommit",
     ),
     "OffsetFetch of a topic the principal may not describe": (
         lambda n: (["topic-read", "topic-write"], []),
-        lambda c, n: fetch_offsets(c, n.group, [(n.topic, 0)], require_stable=False),
+        lambda c, n: fetch_offsets(c, n.group, [TopicPartition(n.topic, 0)], require_stable=False),
         lambda n: ("DESCRIBE", "Topic", n.topic),
         "OffsetFetch",
     ),

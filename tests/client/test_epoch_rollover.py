@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from pyspark_kafka_txn.client.errors import TransactionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -27,6 +26,8 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.embedded import EmbeddedKafka
 from pyspark_kafka_txn.embedded.txn import MAX_EPOCH_BEFORE_EXHAUSTED
+from pyspark_kafka_txn.errors import TransactionError
+from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.clients import describe_transaction
 from tests.support.clusters import CheckedKafka, assert_no_internal_errors
 from tests.support.readback import read_records
@@ -320,7 +321,7 @@ def test_next_transaction_starts_while_the_rotating_end_completes(
             assert producer.producer_epoch == START
             producer.begin_transaction()
             producer.produce(topic, pa.array([b"after"]), partitions=0)
-            producer.send_offsets_to_transaction({(topic, 0): 1}, group)
+            producer.send_offsets_to_transaction({TopicPartition(topic, 0): 1}, group)
             producer.commit_transaction()
         finally:
             kafka.set_marker_delay(0.0)

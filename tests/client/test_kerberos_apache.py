@@ -30,9 +30,9 @@ import pytest
 from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
 from pyspark_kafka_txn.client.config import ProducerConfig
-from pyspark_kafka_txn.client.errors import AuthenticationError, AuthorizationError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
+from pyspark_kafka_txn.errors import AuthenticationError, AuthorizationError
 from pyspark_kafka_txn.options.writer import parse_writer_options
 from tests.support.acls import allow, replace_acls
 from tests.support.apache_kafka import ApacheKafka

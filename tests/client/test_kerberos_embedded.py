@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pyspark_kafka_txn.client.errors import AuthenticationError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthenticationError
 from tests.support.clusters import CheckedKafka
 
 

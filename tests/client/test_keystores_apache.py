@@ -27,8 +27,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AclOperation, AdminClient, ResourcePatternType, ResourceType
 
-from pyspark_kafka_txn.client.errors import AuthorizationError
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.errors import AuthorizationError
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
 from tests.support.acls import allow, replace_acls
 from tests.support.apache_kafka import ApacheKafka, Security, cert_principal

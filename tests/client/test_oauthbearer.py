@@ -17,14 +17,14 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pyspark_kafka_txn.client.admin import create_topics
-from pyspark_kafka_txn.client.errors import AuthenticationError, AuthorizationError, ConfigError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.oauth import OAuthConfig, current_token
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthenticationError, AuthorizationError, ConfigError
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
 from tests.support.clients import consume_all
 from tests.support.clusters import CheckedKafka
@@ -193,31 +193,46 @@ def test_bad_token_fails_naming_the_mechanism(
         assert "provider-internal-secret" not in text
 
 
-def test_librdkafka_with_an_expired_token_is_refused(oauth_cluster: EmbeddedKafka) -> None:
+@pytest.mark.parametrize(("provider", "refused"), [("alice_token", False), ("expired_token", True)])
+def test_librdkafka_with_an_expired_token_is_refused(
+    oauth_cluster: EmbeddedKafka, provider: str, refused: bool
+) -> None:
+    """The reader's librdkafka asks for the offsets of an existing partition: with a fresh
+    token it gets them (the control), with an expired one the broker refuses the SASL
+    authentication, which librdkafka reports as such."""
+    topic = f"oauth-{uuid.uuid4().hex[:8]}"
+    oauth_cluster.create_topic(topic, 1)
     params = librdkafka_params(
         {
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER",
-            "sasl.oauthbearer.token.provider": "tests.support.oauth:expired_token",
+            "sasl.oauthbearer.token.provider": f"tests.support.oauth:{provider}",
         },
         rejected={},
         handled=frozenset(),
     )
-    errors: list[str] = []
+    errors: list[KafkaError] = []
     consumer = Consumer(
         {
             **librdkafka_client_config(params),
             "bootstrap.servers": oauth_cluster.bootstrap_servers,
             "group.id": "g",
-            "error_cb": lambda e: errors.append(str(e)),
+            "error_cb": errors.append,
         }
     )
     try:
+        if not refused:
+            assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20) == (0, 0)
+            return
         with pytest.raises(KafkaException):
-            consumer.get_watermark_offsets(TopicPartition("any", 0), timeout=5)
+            consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        deadline = time.monotonic() + 20  # a hang detector: the refusal comes at once
+        while not errors and time.monotonic() < deadline:
+            consumer.poll(0.2)
     finally:
         consumer.close()
-    assert errors, "librdkafka reported no error"
+    codes = {e.code() for e in errors}
+    assert KafkaError._AUTHENTICATION in codes, [str(e) for e in errors]
 
 
 def test_acls_apply_to_the_token_subject(secured: EmbeddedKafka) -> None:

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 
 from pyspark_kafka_txn.client.admin import create_topics
-from pyspark_kafka_txn.client.errors import AuthenticationError, AuthorizationError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.errors import AuthenticationError, AuthorizationError
 from pyspark_kafka_txn.options.kafka import librdkafka_client_config, librdkafka_params
 from tests.support.apache_kafka import ApacheKafka, Security
 from tests.support.clients import consume_all

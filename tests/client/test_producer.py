@@ -12,12 +12,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.client.errors import (
-    ConfigError,
-    ProducerFencedError,
-    RecordTooLargeError,
-    TransactionError,
-)
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -28,6 +22,13 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.records import Compression
 from pyspark_kafka_txn.client.txn_state import TransactionState
+from pyspark_kafka_txn.errors import (
+    ConfigError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionError,
+)
+from pyspark_kafka_txn.wire import TopicPartition as TxnTopicPartition
 from tests.support.clients import watermarks
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.readback import (
@@ -131,7 +132,7 @@ def test_many_batches_keyed_partitioning_and_offsets(kafka: KafkaTarget) -> None
         keys = pa.array([f"key-{i}".encode() for i in range(start, start + 1000)])
         values = pa.array([f"value-{i}".encode() for i in range(start, start + 1000)])
         p.produce(topic, values, keys)
-    p.send_offsets_to_transaction({(topic, 0): 17}, "client-test-group", "marker")
+    p.send_offsets_to_transaction({TxnTopicPartition(topic, 0): 17}, "client-test-group", "marker")
     p.commit_transaction()
     rows = read_records(bs, topic, 3, isolation="read_committed")
     assert sorted(r[2] for r in rows) == sorted(f"value-{i}".encode() for i in range(n))

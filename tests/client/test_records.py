@@ -12,9 +12,9 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_kafka_txn.client.errors import ConfigError, RecordTooLargeError
 from pyspark_kafka_txn.client.partitioner import murmur2, partition_for
 from pyspark_kafka_txn.client.records import Compression, RecordColumns, encode_batches
+from pyspark_kafka_txn.errors import ConfigError, RecordTooLargeError
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -28,9 +28,9 @@ import pytest
 
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.connection import Connection
-from pyspark_kafka_txn.client.errors import KafkaConnectionError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
+from pyspark_kafka_txn.errors import KafkaConnectionError
 from pyspark_kafka_txn.wire import METADATA
 from tests.support.apache_kafka import ApacheKafka, Security
 from tests.support.clients import consume_all

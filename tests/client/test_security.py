@@ -23,7 +23,6 @@ import pytest
 
 from pyspark_kafka_txn.client.admin import create_topics
 from pyspark_kafka_txn.client.connection import ConnectionConfig
-from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
@@ -33,6 +32,7 @@ from pyspark_kafka_txn.client.producer import (
 )
 from pyspark_kafka_txn.client.security import ScramClient, SecurityConfig
 from pyspark_kafka_txn.embedded import EmbeddedKafka, ListenerSecurity
+from pyspark_kafka_txn.errors import AuthenticationError, ConfigError
 from tests.support.clients import consume_all
 from tests.support.clusters import CheckedKafka
 from tests.support.tls import tls_files

@@ -12,18 +12,18 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from pyspark_kafka_txn.client.errors import (
-    AuthorizationError,
-    ConfigError,
-    ProducerFencedError,
-    ProtocolError,
-    TransactionError,
-)
 from pyspark_kafka_txn.client.producer import (
     PreparedTransaction,
     ProducerConfig,
     TransactionalProducer,
     end_transaction,
+)
+from pyspark_kafka_txn.errors import (
+    AuthorizationError,
+    ConfigError,
+    ProducerFencedError,
+    ProtocolError,
+    TransactionError,
 )
 from tests.support.clients import describe_transaction, watermarks
 from tests.support.hang import wait_until

@@ -19,8 +19,12 @@ import pytest
 from confluent_kafka import Consumer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from pyspark_kafka_txn.client.errors import AuthenticationError, ConfigError, KafkaTxnError
-from pyspark_kafka_txn.errors import StallTimeoutError
+from pyspark_kafka_txn.errors import (
+    AuthenticationError,
+    ConfigError,
+    KafkaTxnError,
+    StallTimeoutError,
+)
 from pyspark_kafka_txn.offsets import (
     ORIGIN,
     PartitionOffsets,
@@ -578,3 +582,24 @@ def test_commit_offsets_to_group_is_refused_in_batch_reads() -> None:
     assert parse_reader_options(base, streaming=True).offsets_group == "g"
     with pytest.raises(ConfigError, match="'commitOffsetsToGroup' applies to streaming"):
         parse_reader_options(base, streaming=False)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "reason"),
+    [
+        ("no.such.property", "1", "No such configuration property"),
+        ("socket.timeout.ms", "soon", "Invalid value"),
+    ],
+)
+def test_a_setting_librdkafka_refuses_is_named_as_the_option(
+    setting: str, value: str, reason: str
+) -> None:
+    """librdkafka refuses the configuration when the driver's client is made (before any
+    connection): the error names the option as the user gave it, with librdkafka's
+    reason."""
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": "localhost:9", "subscribe": "t", f"kafka.{setting}": value},
+        streaming=False,
+    )
+    with pytest.raises(ConfigError, match=rf"Option 'kafka\.{setting}' .*{reason}"):
+        OffsetClient(options)

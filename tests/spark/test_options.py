@@ -10,8 +10,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from pyspark_kafka_txn.client.errors import ConfigError
-from pyspark_kafka_txn.errors import DataLossError
+from pyspark_kafka_txn.errors import ConfigError, DataLossError
 from pyspark_kafka_txn.offsets import ORIGIN, OffsetRange, rate_limit, split_ranges
 from pyspark_kafka_txn.options import (
     Assign,

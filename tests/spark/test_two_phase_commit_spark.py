@@ -24,6 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.spark.writer_kit import (
+    PER_PARTITION,
     assert_exactly_once,
     completes,
     held,
@@ -77,7 +78,10 @@ def test_batch_held_longer_than_the_max_timeout_commits_once(
     committed_batches(bs, source, [rows], **SHORT)
     expected = Counter(v for _, v in rows)
     gate, prefix = tmp_path / "gate", fresh_prefix("tpc")
-    query = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate))()
+    # One task per input partition (the packed default would make one task of both, and
+    # nothing would be held beside task 0).
+    start = pipeline(spark, bs, source, sink, prefix, tmp_path / "chk", held(gate), **PER_PARTITION)
+    query = start()
     with while_held(bs, prefix, query, gate) as tid:
         # Default writer options: auto mode took 2PC on this cluster.
         assert describe_transaction(bs, tid).timeout_ms == TWO_PC_TIMEOUT_MS

@@ -37,6 +37,12 @@ class BadOption(NamedTuple):
     def differs(self) -> bool:
         return self.builtin_rejects != self.we_reject
 
+    @property
+    def option(self) -> str:
+        """The option ``kafka_txn``'s error must name: the last one the case sets or
+        removes (``subscribePattern`` for an empty pattern given without ``subscribe``)."""
+        return next(reversed(self.options))
+
 
 #: Every bad option checked against both connectors, by a name of its own (the test ids).
 CASES: dict[str, BadOption] = {

@@ -13,16 +13,23 @@ import pytest
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options import parse_reader_options, parse_writer_options
 from pyspark_kafka_txn.options.reader import OffsetBound, ReaderOptions, Subscribe
-from pyspark_kafka_txn.options.registry import OPTIONS, client_defaults, default
+from pyspark_kafka_txn.options.registry import (
+    GROUPS,
+    OPTIONS,
+    PASS_THROUGH,
+    client_defaults,
+    default,
+    kafka_rows,
+)
 from pyspark_kafka_txn.options.writer import WriterOptions
 
 READ = {"kafka.bootstrap.servers": "h:9092", "subscribe": "t"}
 WRITE = {"kafka.bootstrap.servers": "h:9092", "topic": "out"}
 
-#: Attributes filled by the checks that span several options (not by one registry row).
+#: Attributes filled by hand, not by one registry row or group.
 SPANNING = {
-    ReaderOptions: {"bootstrap_servers", "subscription", "starting", "ending", "group_id"},
-    WriterOptions: {"bootstrap_servers"},
+    ReaderOptions: {"group_id"},
+    WriterOptions: set(),
 }
 
 
@@ -30,17 +37,56 @@ def test_every_default_parses() -> None:
     for row in OPTIONS:
         if row.parser is not None and row.default is not None:
             row.parser(row.default)  # raises when a default is not a valid value
+        if row.batch_default is not None:
+            parser = row.parser_for(streaming=False)
+            assert parser is not None
+            parser(row.batch_default)
 
 
 @pytest.mark.parametrize(("target", "side"), [(ReaderOptions, "reader"), (WriterOptions, "writer")])
 def test_every_attribute_has_exactly_one_source(target: type, side: str) -> None:
     by_rows = [r.field for r in OPTIONS if r.field and r.parser and r.scope in (side, "both")]
+    by_rows += [g.field for g in GROUPS if side == "reader"]
     names = {f.name for f in fields(target)}
     filled = set(by_rows) & names
     assert len(by_rows) == len(set(by_rows)), "two rows fill one attribute"
     kafka_settings = {"kafka_params"} if side == "reader" else {"client_options"}
     assert filled | SPANNING[target] | kafka_settings == names
     assert not filled & SPANNING[target]
+
+
+def test_every_option_of_the_reader_is_parsed_by_the_registry() -> None:
+    """Every reader row has a parser, but the ``kafka.*`` ones the Kafka client reads."""
+    grouped = {name for group in GROUPS for name in group.names}
+    for row in OPTIONS:
+        if row.applies_to("reader") and not row.name.startswith("kafka."):
+            assert row.parser is not None, row.name
+        if row.name in grouped:
+            assert row.parser is not None and row.field is None, row.name
+
+
+def test_the_pass_through_says_what_becomes_of_every_documented_kafka_setting() -> None:
+    writer = PASS_THROUGH["writer"]
+    assert writer.passed is not None
+    documented = {
+        r.name.removeprefix("kafka.")
+        for r in OPTIONS
+        if r.applies_to("writer") and r.name.startswith("kafka.") and "\\*" not in r.name
+    }
+    # Each documented kafka.* option of the writer is parsed by its row or passed to the client.
+    assert documented <= kafka_rows("writer") | writer.passed
+    assert writer.integers <= writer.passed
+    for side in ("reader", "writer"):
+        kafka = PASS_THROUGH[side]
+        refused = set(kafka.rejected) | set(kafka.fixed)
+        assert not refused & (kafka_rows(side) | kafka.read | (kafka.passed or set()))
+    assert kafka_rows("reader") == {"bootstrap.servers", "isolation.level"}
+    assert kafka_rows("writer") == {
+        "bootstrap.servers",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+        "max.block.ms",
+    }
 
 
 def test_reader_defaults_are_spark_defaults() -> None:

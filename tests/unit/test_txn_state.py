@@ -6,7 +6,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.client.config import ProducerConfig
-from pyspark_kafka_txn.client.errors import TransactionError
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.client.txn_state import (
     CALLS,
@@ -15,6 +14,7 @@ from pyspark_kafka_txn.client.txn_state import (
     check_call,
     check_move,
 )
+from pyspark_kafka_txn.errors import TransactionError
 
 S = TransactionState
 

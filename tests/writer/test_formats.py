@@ -22,6 +22,7 @@ import pytest
 from pyspark_kafka_txn.client.admin import commit_offsets, describe_transactions, fetch_offsets
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transactions
 from pyspark_kafka_txn.errors import FormatVersionError
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import OPEN_STATES, connect, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
@@ -42,13 +43,13 @@ def test_records_of_format_1_are_read_back_from_kafka(kafka: KafkaTarget) -> Non
     topic = kafka.create_topic(partitions=2, prefix="fmt1")
     options = writer_options(kafka.bootstrap_servers, topic, fresh_prefix("fmt"))
     prefix = options.transactional_id_prefix
-    anchor = (topic, 0)
+    anchor = TopicPartition(topic, 0)
     header = decision_group(prefix, v1.QUERY)
     with connect(options) as cluster:
         commit_offsets(cluster, f"{header}-0-1", {anchor: (v1.BATCH, v1.DECISION_CHUNK)})
         commit_offsets(cluster, header, {anchor: (v1.BATCH, v1.DECISION_HEADER)})
         # Metadata that is no header of ours (another tool's, or none) stays ignored.
-        commit_offsets(cluster, header, {(topic, 1): (3, "not a header")})
+        commit_offsets(cluster, header, {TopicPartition(topic, 1): (3, "not a header")})
         for partition, marker in v1.MARKERS.items():
             tid = transactional_id(prefix, v1.QUERY, partition)
             commit_offsets(cluster, tid, {anchor: (v1.BATCH, marker)})
@@ -104,7 +105,7 @@ def test_decision_record_of_a_newer_format_stops_the_write(kafka: KafkaTarget) -
     newer = {"f": 2, "b": 0, "n": 1, "s": 0, "t": 1795733262525, "c": 0, "h": "0:9:9:2"}
     group = decision_group(prefix, query)
     with connect(options) as cluster:
-        commit_offsets(cluster, group, {(topic, 0): (0, json.dumps(newer))})
+        commit_offsets(cluster, group, {TopicPartition(topic, 0): (0, json.dumps(newer))})
 
     refused = (
         rf"The decision record of query {query} \(group {group}\) has format 2; this "

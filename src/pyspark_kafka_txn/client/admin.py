@@ -41,6 +41,7 @@ from pyspark_kafka_txn.wire import (
     LIST_TRANSACTIONS,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    TopicPartition,
 )
 
 __all__ = [
@@ -75,7 +76,7 @@ class TransactionDescription:
     producer_epoch: int
     timeout_ms: int
     start_time_ms: int
-    partitions: tuple[tuple[str, int], ...]
+    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,10 +249,10 @@ def describe_transactions(
 def fetch_offsets(
     cluster: ClusterClient,
     group_id: str,
-    partitions: Iterable[tuple[str, int]] | None,
+    partitions: Iterable[TopicPartition] | None,
     *,
     require_stable: bool = True,
-) -> dict[tuple[str, int], CommittedOffset]:
+) -> dict[TopicPartition, CommittedOffset]:
     """OffsetFetch (v7 or lower) of ``partitions`` (None: every committed one) of a group.
 
     With ``require_stable`` a partition with a pending transactional offset answers
@@ -263,7 +264,7 @@ def fetch_offsets(
         for topic, part in partitions:
             by_topic.setdefault(topic, []).append(part)
 
-    def call(conn: Connection) -> dict[tuple[str, int], CommittedOffset]:
+    def call(conn: Connection) -> dict[TopicPartition, CommittedOffset]:
         version = conn.version(OFFSET_FETCH, 1, 7)
         if require_stable and version < 7:
             raise BrokerError(ErrorCode.unsupported_version, "OffsetFetch with RequireStable")
@@ -287,14 +288,14 @@ def fetch_offsets(
         top = getattr(body, "error_code", ErrorCode.none)
         needs = {RESOURCE_GROUP: ("DESCRIBE", group_id)}
         _raise_for(top, "OffsetFetch", needs, f"OffsetFetch({group_id!r})")
-        out: dict[tuple[str, int], CommittedOffset] = {}
+        out: dict[TopicPartition, CommittedOffset] = {}
         for topic in body.topics:
             for res in topic.partitions:
                 needs[RESOURCE_TOPIC] = ("DESCRIBE", str(topic.name))
                 _raise_for(
                     res.error_code, "OffsetFetch", needs, f"OffsetFetch({group_id!r}, {topic.name})"
                 )
-                out[(str(topic.name), int(res.partition_index))] = CommittedOffset(
+                out[TopicPartition(str(topic.name), int(res.partition_index))] = CommittedOffset(
                     int(res.committed_offset), res.metadata
                 )
         return out
@@ -305,7 +306,7 @@ def fetch_offsets(
 def commit_offsets(
     cluster: ClusterClient,
     group_id: str,
-    offsets: Mapping[tuple[str, int], tuple[int, str | None]],
+    offsets: Mapping[TopicPartition, tuple[int, str | None]],
 ) -> None:
     """OffsetCommit (v5-8) for a group without members (generation -1, no member id).
 
@@ -349,7 +350,7 @@ def offset_commit_topics(
     api_key: int,
     version: int,
     entity_prefix: str,
-    offsets: Mapping[tuple[str, int], tuple[int, str | None]],
+    offsets: Mapping[TopicPartition, tuple[int, str | None]],
 ) -> tuple[Any, ...]:
     """The ``topics`` of an OffsetCommit or a TxnOffsetCommit request (the same fields).
 
@@ -459,10 +460,10 @@ def _decode_describe_transactions_v0(data: bytes, pos: int) -> list[_DescribedSt
         start_ms = r.fixed(">q")
         producer_id = r.fixed(">q")
         epoch = r.fixed(">h")
-        parts: list[tuple[str, int]] = []
+        parts: list[TopicPartition] = []
         for _ in range(r.uvarint() - 1):
             topic = r.string()
-            parts.extend((topic, r.fixed(">i")) for _ in range(r.uvarint() - 1))
+            parts.extend(TopicPartition(topic, r.fixed(">i")) for _ in range(r.uvarint() - 1))
             r.skip_tags()
         r.skip_tags()
         desc = TransactionDescription(

@@ -1,20 +1,12 @@
-"""Exceptions raised by the Kafka protocol client.
+"""The protocol client's part of the package's one exception tree.
 
-::
-
-    KafkaTxnError                      root of everything this client raises
-    ├── ConfigError (ValueError)       invalid option; raised before any I/O
-    ├── RecordTooLargeError (ValueError) a record/batch above max.request.size
-    ├── ProtocolError                  undecodable frame, unexpected correlation id,
-    │                                  no API version both sides support
-    ├── KafkaConnectionError           connect/send/receive failed or timed out (retriable)
-    ├── AuthenticationError            the broker rejected our credentials (fatal)
-    └── BrokerError                    a response carried a non-zero error code
-        ├── AuthorizationError         an ACL is missing: names the operation and the
-        │                              resource (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_
-        │                              AUTHORIZATION_FAILED; fatal, never retried)
-        └── TransactionError           the transaction cannot continue as is
-            └── ProducerFencedError    a newer producer owns the transactional id (fatal)
+The tree is drawn once, in :mod:`pyspark_kafka_txn.errors`, and every user (the rest of
+the package, the tests) imports these classes from there (a ruff rule keeps it so). They
+are defined here because the client must not import the rest of the package: the root
+:class:`KafkaTxnError`, :class:`ConfigError`, :class:`RecordTooLargeError`,
+:class:`ProtocolError`, :class:`KafkaConnectionError`, :class:`AuthenticationError` and
+:class:`BrokerError` with :class:`AuthorizationError`, :class:`TransactionError` and
+:class:`ProducerFencedError` below it.
 
 ``BrokerError.retriable`` mirrors Kafka's classification of the error code; the client
 retries those itself with bounded back-off and only surfaces them when the retry budget

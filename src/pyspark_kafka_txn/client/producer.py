@@ -83,6 +83,7 @@ from pyspark_kafka_txn.wire import (
     COORDINATOR_TXN,
     INIT_PRODUCER_ID,
     TXN_OFFSET_COMMIT,
+    TopicPartition,
 )
 
 __all__ = [
@@ -146,7 +147,7 @@ class TransactionalProducer:
         self._two_phase_decided = False
         self._state = TransactionState.UNINITIALIZED
         self._sender = Sender(config, self.cluster)
-        self._in_txn: set[tuple[str, int]] = set()
+        self._in_txn: set[TopicPartition] = set()
         self._offsets_added = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -335,7 +336,7 @@ class TransactionalProducer:
 
     # -- partitions --------------------------------------------------------------------
 
-    def add_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
+    def add_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn for partitions not yet in the transaction (TV1 only)."""
         self._require("add_partitions")
         new = sorted(set(tps) - self._in_txn)
@@ -439,7 +440,7 @@ class TransactionalProducer:
         sorted_target = target[order]
         cuts = np.flatnonzero(np.diff(sorted_target)) + 1
         groups = np.split(order, cuts)
-        tps = [(topic, int(target[g[0]])) for g in groups]
+        tps = [TopicPartition(topic, int(target[g[0]])) for g in groups]
         self.add_partitions(tps)
         now = time.monotonic()
         for tp, rows in zip(tps, groups, strict=True):
@@ -461,7 +462,7 @@ class TransactionalProducer:
 
     def send_offsets_to_transaction(
         self,
-        offsets: Mapping[tuple[str, int], int],
+        offsets: Mapping[TopicPartition, int],
         group_id: str,
         metadata: str | None = None,
     ) -> None:

@@ -46,7 +46,7 @@ from pyspark_kafka_txn.client.errors import (
 )
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.records import RecordColumns, encode_batches
-from pyspark_kafka_txn.wire import PRODUCE
+from pyspark_kafka_txn.wire import PRODUCE, TopicPartition
 
 __all__ = ["Sender"]
 
@@ -64,7 +64,7 @@ _METADATA_STALE = frozenset(
 
 @dataclass(eq=False)
 class _Batch:
-    tp: tuple[str, int]
+    tp: TopicPartition
     data: bytes
     count: int
     sequence: int
@@ -76,7 +76,7 @@ class _Batch:
 
 @dataclass(eq=False)
 class _Partition:
-    tp: tuple[str, int]
+    tp: TopicPartition
     next_sequence: int = 0
     queue: collections.deque[_Batch] = field(default_factory=collections.deque)
     inflight: collections.deque[_Batch] = field(default_factory=collections.deque)
@@ -123,7 +123,7 @@ class Sender:
         self._producer_epoch = -1
         self._produce_top = 11
         self._timeout = timedelta(milliseconds=config.request_timeout_ms)
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._partitions: dict[TopicPartition, _Partition] = {}
         # connection -> {correlation id: batches in that request}
         self._requests: dict[Connection, dict[int, list[_Batch]]] = {}
 
@@ -139,7 +139,7 @@ class Sender:
 
     # -- queueing ----------------------------------------------------------------------
 
-    def append(self, tp: tuple[str, int], records: RecordColumns, now: float) -> None:
+    def append(self, tp: TopicPartition, records: RecordColumns, now: float) -> None:
         """Encode ``records`` for ``tp`` now (``linger.ms`` = 0), or let them linger."""
         part = self._partitions.get(tp)
         if part is None:
@@ -322,10 +322,10 @@ class Sender:
             self._connection_lost(conn, exc)
             return
         del self._requests[conn][cid]
-        results: dict[tuple[str, int], Any] = {}
+        results: dict[TopicPartition, Any] = {}
         for topic in body.responses:
             for res in topic.partition_responses:
-                results[(str(topic.name), int(res.index))] = res
+                results[TopicPartition(str(topic.name), int(res.index))] = res
         for batch in batches:
             part = self._partitions.get(batch.tp)
             if part is None:  # producer re-initialised meanwhile
@@ -409,7 +409,7 @@ class Sender:
 
     def _connection_lost(self, conn: Connection, exc: KafkaConnectionError) -> None:
         lost = self._requests.pop(conn, {})
-        affected: dict[tuple[str, int], _Partition] = {}
+        affected: dict[TopicPartition, _Partition] = {}
         for batches in lost.values():
             for batch in batches:
                 part = self._partitions.get(batch.tp)

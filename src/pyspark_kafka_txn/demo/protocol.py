@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,14 +82,15 @@ def listen(spark: SparkSession) -> None:
     spark.streams.addListener(Progress())
 
 
-def serve(spark: SparkSession, query: StreamingQuery) -> int:
-    """Run ``query`` until ``drain`` arrives on stdin or it fails; return the exit code.
+def serve(spark: SparkSession, queries: StreamingQuery | Sequence[StreamingQuery]) -> int:
+    """Run the queries until ``drain`` arrives on stdin or one fails; return the exit code.
 
-    On ``drain`` it processes what is available and stops (``drained``); a failure,
-    before or while draining, is reported as ``failed`` with the error.
+    On ``drain`` each processes what is available and stops (``drained``); a failure,
+    before or while draining, is reported as ``failed`` with the error (naming the query
+    when there are several; the others are stopped).
     """
-    from pyspark.errors import StreamingQueryException
-
+    several = isinstance(queries, Sequence)
+    running = list(queries) if isinstance(queries, Sequence) else [queries]
     drain = threading.Event()
 
     def commands() -> None:
@@ -98,18 +100,22 @@ def serve(spark: SparkSession, query: StreamingQuery) -> int:
                 return
 
     threading.Thread(target=commands, name="job-commands", daemon=True).start()
-    while not drain.wait(0.2) and query.isActive:
+    while not drain.wait(0.2) and all(q.isActive for q in running):
         pass
-    error: StreamingQueryException | None
-    try:
-        if query.isActive:
-            query.processAllAvailable()
+    errors = []
+    for query in running:
+        error: BaseException | None
+        try:
+            if query.isActive and drain.is_set():
+                query.processAllAvailable()
             query.stop()
-        error = query.exception()
-    except StreamingQueryException as exc:  # the query failed while draining
-        error = exc
-    if error is not None:
-        emit("failed", error=str(error)[:3000])
+            error = query.exception()
+        except Exception as exc:  # noqa: BLE001 - the query failed while draining
+            error = exc
+        if error is not None:
+            errors.append((f"query {query.id}: {error}" if several else str(error))[:3000])
+    if errors:
+        emit("failed", error="\n".join(errors))
         return 1
     emit("drained")
     spark.stop()

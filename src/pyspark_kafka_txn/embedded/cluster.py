@@ -41,7 +41,7 @@ from pyspark_kafka_txn.embedded.topic_config import (
     normalize,
 )
 from pyspark_kafka_txn.embedded.txn import TransactionCoordinator
-from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN
+from pyspark_kafka_txn.wire import COORDINATOR_GROUP, COORDINATOR_TXN, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -579,7 +579,7 @@ class Cluster:
     # --- transactions -------------------------------------------------------------
 
     def write_markers(
-        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]]
+        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[TopicPartition]
     ) -> None:
         """Write COMMIT/ABORT markers of a transaction to each of its partitions."""
         now = self.now_ms()

@@ -1,7 +1,8 @@
 """Fault injection rules for chaos tests.
 
 A rule matches requests by API key (and optionally broker node, and the prefix of the
-request's ``transactional_id``, so a test can aim at one application among several) and
+request's ``transactional_id``, or of its ``group_id`` for a request without one, such as
+OffsetCommit, so a test can aim at one application among several) and
 does one thing to the next ``count`` matching requests:
 
 * ``error``: answer with ``error`` without executing the request (the API needs an
@@ -50,7 +51,8 @@ class FaultRule:
     delay_s: float = 0.0
     remaining: int = 1
     hits: int = 0
-    #: Only requests whose ``transactional_id`` starts with this (``None``: any request).
+    #: Only requests whose ``transactional_id`` (or, without one, ``group_id``) starts
+    #: with this (``None``: any request).
     transactional_id_prefix: str | None = None
 
     def matches(self, api_key: int, node: int, body: Any) -> bool:
@@ -60,6 +62,8 @@ class FaultRule:
         if self.transactional_id_prefix is None:
             return True
         tid = getattr(body, "transactional_id", None)
+        if tid is None:
+            tid = getattr(body, "group_id", None)
         return isinstance(tid, str) and tid.startswith(self.transactional_id_prefix)
 
 

@@ -246,7 +246,8 @@ class EmbeddedKafka:
         With ``after=False`` the request is not executed; with ``after=True`` it is
         executed and only its answer carries the error (a lost acknowledgement). With
         ``transactional_id_prefix`` only requests whose ``transactional_id`` starts with
-        it match (one application's transactions among several).
+        it match (one application's transactions among several; for a request without a
+        transactional id, such as OffsetCommit, its group id).
 
         Raises
         ------
@@ -273,11 +274,25 @@ class EmbeddedKafka:
         )
 
     def delay_requests(
-        self, api: int | str, seconds: float, *, count: int = 1, node: int | None = None
+        self,
+        api: int | str,
+        seconds: float,
+        *,
+        count: int = 1,
+        node: int | None = None,
+        transactional_id_prefix: str | None = None,
     ) -> FaultRule:
-        """Delay the next ``count`` requests of ``api`` by ``seconds``."""
+        """Delay the next ``count`` requests of ``api`` by ``seconds`` (with
+        ``transactional_id_prefix``, only those :meth:`fail_requests` would match)."""
         return self.cluster.faults.add(
-            FaultRule(FaultAction.DELAY, _api_key(api), node=node, delay_s=seconds, remaining=count)
+            FaultRule(
+                FaultAction.DELAY,
+                _api_key(api),
+                node=node,
+                delay_s=seconds,
+                remaining=count,
+                transactional_id_prefix=transactional_id_prefix,
+            )
         )
 
     def drop_requests(

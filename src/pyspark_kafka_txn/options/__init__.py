@@ -1,10 +1,12 @@
 """Options of the ``kafka_txn`` source and sink, parsed once on the driver.
 
 Modules: ``common`` (the case-insensitive :class:`OptionView`, secrets), ``values`` (the
-value parsers), ``kafka`` (the ONE translation of ``kafka.*`` options, shared by reader and
-writer), ``registry`` (one row per option: parser, default, scope, attribute, doc; drives
-parsing, defaults and the docs tables), ``reader`` and ``writer`` (their frozen option
-dataclasses and the checks that span several options). Nothing here imports pyspark
+value parsers), ``specs`` (the subscription and offset specs and their parsers), ``kafka``
+(the ONE translation of ``kafka.*`` options, shared by reader and writer), ``registry`` (one
+row per option: parser, default, scope, required, attribute, doc; the groups of options
+filling one attribute; each side's ``kafka.*`` pass-through; drives parsing, defaults and
+the docs tables), ``reader`` and ``writer`` (their frozen option dataclasses and the checks
+that span options of different attributes). Nothing here imports pyspark
 or kio, so parsing is cheap and unit-testable. The names below load their modules on
 first use.
 """

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark_kafka_txn.errors import ConfigError
-from pyspark_kafka_txn.options.values import InvalidValueError, Parser
+from pyspark_kafka_txn.options.values import InvalidValueError, Parser, RefusedValueError
 
 __all__ = [
     "KAFKA_PREFIX",
@@ -142,13 +142,17 @@ class OptionView(Mapping[str, str]):
         ------
         ConfigError
             ``Invalid value 'x' for option 'y', must be …``, naming the option as the user
-            spelt it; a secret's value, or a very long one, is not shown in full.
+            spelt it; a secret's value, or a very long one, is not shown in full. A
+            :class:`~pyspark_kafka_txn.options.values.RefusedValueError` keeps its own
+            sentence (Spark's), naming the option as documented.
         """
         text = self.get(name, default)
         if text is None:
             return None
         try:
             return parser(text)
+        except RefusedValueError as exc:
+            raise ConfigError(exc.naming(name)) from None
         except InvalidValueError as exc:
             if is_secret(name):
                 shown = "(redacted)"

@@ -1,13 +1,18 @@
 """The registry of ``kafka_txn`` options: one row per option drives everything about it.
 
 A row (:class:`Option`) gives the option's name, who reads it (reader, writer or both), its
-value parser, its default as a user would write it, the attribute of
+value parser, its default as a user would write it (and a batch read's, where it differs),
+whether it is required, the attribute of
 :class:`~pyspark_kafka_txn.options.reader.ReaderOptions` /
 :class:`~pyspark_kafka_txn.options.writer.WriterOptions` it fills, and one sentence of doc.
-From the rows come
+Options that fill one attribute together (the subscription, the starting and the ending
+offsets) form a :class:`Group`, whose rule says which of them is read. The ``kafka.*``
+settings no row parses are passed to the Kafka client as the side's :class:`PassThrough`
+declares. From the rows come
 
-* the parsing and validation of every single-option value (:func:`parse_fields`), with the
-  one error format ``Invalid value 'x' for option 'y', must be …``;
+* the parsing and validation of every option's value (:func:`parse_fields`), with the
+  one error format ``Invalid value 'x' for option 'y', must be …`` (the subscription and
+  offsets options keep Spark's messages), and the check of the required ones;
 * the defaults (the default text goes through the same parser: there is no second copy);
 * the check of the names a user gave (:func:`check_names`: a misspelt option fails with a
   suggestion);
@@ -15,9 +20,10 @@ From the rows come
   (``python -m pyspark_kafka_txn.options.registry reader|writer`` prints one; a test keeps
   the docs equal to it).
 
-Rows without a parser are read by the hand-written checks that span several options
-(subscription, offsets, required servers) in :mod:`~pyspark_kafka_txn.options.reader` and
-:mod:`~pyspark_kafka_txn.options.writer`, or by the Kafka client they are passed to. No
+Rows without a parser are ``kafka.*`` settings read by the Kafka client they are passed to.
+The rules that span several options of different attributes (``minOffsetsPerTrigger`` at
+most ``maxOffsetsPerTrigger``, ``txnAppId`` with ``txnVersion``) stay in
+:mod:`~pyspark_kafka_txn.options.reader` and :mod:`~pyspark_kafka_txn.options.writer`. No
 I/O, no pyspark, no kio.
 """
 
@@ -35,6 +41,14 @@ from pyspark_kafka_txn.client.config import OPTION_NAMES, ProducerConfig
 from pyspark_kafka_txn.client.security import SECURITY_OPTIONS
 from pyspark_kafka_txn.errors import ConfigError
 from pyspark_kafka_txn.options.common import OptionView
+from pyspark_kafka_txn.options.specs import (
+    AssignedPartitions,
+    Offsets,
+    PartitionTimestamps,
+    Timestamp,
+    TopicList,
+    TopicPattern,
+)
 from pyspark_kafka_txn.options.values import (
     BOOLEAN,
     DURATION,
@@ -49,20 +63,27 @@ from pyspark_kafka_txn.options.values import (
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "GROUPS",
     "MAX_PREFIX_LENGTH",
     "OPTIONS",
+    "PASS_THROUGH",
     "SPARK_OPTIONS",
+    "UNCHECKED_TRANSACTION_TIMEOUT_MS",
+    "Group",
     "Option",
+    "PassThrough",
     "check_names",
     "client_defaults",
     "closest",
     "default",
+    "kafka_rows",
     "known_names",
     "markdown_table",
     "misspelt_hint",
     "option",
     "parse_fields",
     "parse_option",
+    "required_value",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +112,10 @@ MAX_PREFIX_LENGTH = MAX_ID_BYTES - _LONGEST_SUFFIX
 #: The writer's transaction timeout when none is given: Kafka's default
 #: ``transaction.max.timeout.ms`` (capped by the broker's value at the start of a write).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+#: The writer's transaction timeout when none is given and the broker's
+#: ``transaction.max.timeout.ms`` cannot be read (no DescribeConfigs ACL): the Java
+#: producer's default, below any broker's maximum.
+UNCHECKED_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +136,17 @@ class Option:
     default
         The default as a user would write it (parsed by ``parser``), or None.
     field
-        The attribute of the options dataclass this option fills, or None.
+        The attribute of the options dataclass this option fills, or None (the rows of a
+        :class:`Group` fill the group's).
     shown
         The default as the docs show it when it is not simply ``default``.
+    required
+        The option must be given, not blank (:func:`required_value`); the docs show
+        ``(required)``.
+    batch_default
+        The default of a batch read, where it is not ``default`` (a streaming read's).
+    batch_parser
+        The parser of a batch read, where it refuses more than ``parser``.
     """
 
     name: str
@@ -123,12 +156,27 @@ class Option:
     default: str | None = None
     field: str | None = None
     shown: str | None = None
+    required: bool = False
+    batch_default: str | None = None
+    batch_parser: Parser | None = None
 
     def shown_default(self) -> str:
         """The default as the docs table shows it (``""``: none)."""
         if self.shown is not None:
             return self.shown
+        if self.required:
+            return "(required)"
+        if self.batch_default is not None:
+            return f"`{self.default}` (streaming), `{self.batch_default}` (batch)"
         return f"`{self.default}`" if self.default is not None else ""
+
+    def parser_for(self, *, streaming: bool) -> Parser | None:
+        """The parser of a streaming (or a batch) read."""
+        return self.parser if streaming or self.batch_parser is None else self.batch_parser
+
+    def default_for(self, *, streaming: bool) -> str | None:
+        """The default text of a streaming (or a batch) read."""
+        return self.default if streaming or self.batch_default is None else self.batch_default
 
     def applies_to(self, side: Side) -> bool:
         """Whether the reader (or the writer) reads this option."""
@@ -158,21 +206,35 @@ OPTIONS: tuple[Option, ...] = (
         "kafka.bootstrap.servers",
         "both",
         "`host:port` list of brokers.",
+        TEXT,
         field="bootstrap_servers",
-        shown="(required)",
+        required=True,
     ),
     # -- reader ------------------------------------------------------------------------
-    Option("assign", "reader", 'Fixed partitions, JSON `{"t":[0,1]}`.'),
-    Option("subscribe", "reader", "Comma-separated topic list."),
-    Option("subscribePattern", "reader", "Java regex matched against whole topic names."),
+    Option("assign", "reader", 'Fixed partitions, JSON `{"t":[0,1]}`.', AssignedPartitions()),
+    Option("subscribe", "reader", "Comma-separated topic list.", TopicList()),
+    Option(
+        "subscribePattern",
+        "reader",
+        "Java regex matched against whole topic names.",
+        TopicPattern(),
+    ),
     Option(
         "startingOffsets",
         "reader",
         '`earliest`, `latest` or JSON `{"t":{"0":23,"1":-2}}` (-2 earliest, -1 latest).',
-        shown="`latest` (streaming), `earliest` (batch)",
+        Offsets(ending=False),
+        "latest",
+        batch_default="earliest",
+        batch_parser=Offsets(ending=False, batch=True),
     ),
-    Option("startingOffsetsByTimestamp", "reader", 'JSON `{"t":{"0":1700000000000}}` (ms).'),
-    Option("startingTimestamp", "reader", "One timestamp (ms) for every partition."),
+    Option(
+        "startingOffsetsByTimestamp",
+        "reader",
+        'JSON `{"t":{"0":1700000000000}}` (ms).',
+        PartitionTimestamps(),
+    ),
+    Option("startingTimestamp", "reader", "One timestamp (ms) for every partition.", Timestamp()),
     Option(
         "startingOffsetsByTimestampStrategy",
         "reader",
@@ -185,10 +247,21 @@ OPTIONS: tuple[Option, ...] = (
         "endingOffsets",
         "reader",
         "Batch only: `latest` or JSON as startingOffsets.",
-        shown="`latest`",
+        Offsets(ending=True, batch=True),
+        "latest",
     ),
-    Option("endingOffsetsByTimestamp", "reader", "Batch only: JSON of timestamps."),
-    Option("endingTimestamp", "reader", "Batch only: one timestamp for every partition."),
+    Option(
+        "endingOffsetsByTimestamp",
+        "reader",
+        "Batch only: JSON of timestamps.",
+        PartitionTimestamps(),
+    ),
+    Option(
+        "endingTimestamp",
+        "reader",
+        "Batch only: one timestamp for every partition.",
+        Timestamp(),
+    ),
     Option(
         "maxOffsetsPerTrigger",
         "reader",
@@ -343,7 +416,8 @@ OPTIONS: tuple[Option, ...] = (
         POSITIVE,
         field="transaction_timeout_ms",
         shown=f"`{DEFAULT_TRANSACTION_TIMEOUT_MS}`, capped at the broker's "
-        "`transaction.max.timeout.ms`",
+        f"`transaction.max.timeout.ms` (`{UNCHECKED_TRANSACTION_TIMEOUT_MS}` where that "
+        "cannot be read)",
     ),
     Option(
         "kafka.transaction.two.phase.commit.enable",
@@ -452,7 +526,179 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Options of the reader that fill one attribute together; its rule says which is read.
+
+    When several of ``names`` are given, the last one in ``names`` is read (the others are
+    not parsed); when none is, the first row's default. ``names`` is the order of the
+    rows in :data:`OPTIONS` (and in messages).
+
+    Attributes
+    ----------
+    field
+        The attribute of :class:`~pyspark_kafka_txn.options.reader.ReaderOptions` filled.
+    names
+        The options of the group.
+    one_of
+        When set, exactly one of ``names`` must be given; the names as Spark's messages
+        list them.
+    batch_only
+        When set, the options are refused in a streaming read (with this reason) and the
+        attribute is None there.
+    """
+
+    field: str
+    names: tuple[str, ...]
+    one_of: str | None = None
+    batch_only: str | None = None
+
+
+#: The reader's groups, parsed in this order (after the single options and the required).
+GROUPS: tuple[Group, ...] = (
+    Group(
+        "subscription",
+        ("assign", "subscribe", "subscribePattern"),
+        one_of="subscribe, subscribePattern, assign",
+    ),
+    Group("starting", ("startingOffsets", "startingOffsetsByTimestamp", "startingTimestamp")),
+    Group(
+        "ending",
+        ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"),
+        batch_only="ending offset not valid in streaming queries",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PassThrough:
+    """What a side does with the ``kafka.*`` settings: the Kafka client's own names.
+
+    The security settings (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``)
+    pass on both sides; the ``kafka.*`` rows with a parser are read by the side itself.
+
+    Attributes
+    ----------
+    rejected
+        Names refused (without the prefix), with the message.
+    fixed
+        Names accepted only with one of these values (the first is the one to name), which
+        transactions require; not passed on.
+    read
+        Names the side reads itself besides its ``kafka.*`` rows; not passed on.
+    passed
+        The other names passed to the client; None: every name (librdkafka validates).
+    integers
+        Those of ``passed`` whose value must be a non-negative integer.
+    ignored
+        Names accepted with a warning and not used (tuning of other clients).
+    """
+
+    rejected: Mapping[str, str]
+    fixed: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    read: frozenset[str] = frozenset()
+    passed: frozenset[str] | None = None
+    integers: frozenset[str] = frozenset()
+    ignored: frozenset[str] = frozenset()
+
+
+#: ``kafka.*`` producer settings the writer passes to our client (names as ProducerConfig
+#: takes them); compression.type and client.id are text.
+_PRODUCER_SETTINGS = frozenset(
+    {
+        "compression.type",
+        "batch.size",
+        "linger.ms",
+        "max.request.size",
+        "request.timeout.ms",
+        "delivery.timeout.ms",
+        "max.in.flight.requests.per.connection",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "client.id",
+        "transaction.version",
+        "transaction.timeout.ms",
+        "transaction.two.phase.commit.enable",
+    }
+)
+
+#: Each side's ``kafka.*`` pass-through.
+PASS_THROUGH: Mapping[Side, PassThrough] = {
+    "reader": PassThrough(
+        rejected={  # as Spark's built-in source refuses them
+            "auto.offset.reset": (
+                "Kafka option 'kafka.auto.offset.reset' is not supported. Instead set the "
+                "source option 'startingOffsets' to 'earliest' or 'latest' to specify where "
+                "to start. The source manages which offsets are consumed itself, rather than "
+                "relying on the Kafka consumer to do it."
+            ),
+            "key.deserializer": (
+                "Kafka option 'kafka.key.deserializer' is not supported as keys are "
+                "deserialized as byte arrays. Use DataFrame operations to explicitly "
+                "deserialize the keys."
+            ),
+            "value.deserializer": (
+                "Kafka option 'kafka.value.deserializer' is not supported as values are "
+                "deserialized as byte arrays. Use DataFrame operations to explicitly "
+                "deserialize the values."
+            ),
+            "enable.auto.commit": (
+                "Kafka option 'kafka.enable.auto.commit' is not supported: the source never "
+                "commits offsets to Kafka; Spark's checkpoint tracks them."
+            ),
+            "interceptor.classes": (
+                "Kafka option 'kafka.interceptor.classes' is not supported. Reading from "
+                "Kafka with consumer interceptors is not supported."
+            ),
+        },
+        read=frozenset({"group.id"}),  # ReaderOptions.group_id
+    ),
+    "writer": PassThrough(
+        rejected={
+            "key.serializer": (
+                "Kafka option 'kafka.key.serializer' is not supported, as keys are serialized "
+                "with ByteArraySerializer. Use DataFrame operations to explicitly serialize "
+                "the keys into either strings or byte arrays."
+            ),
+            "value.serializer": (
+                "Kafka option 'kafka.value.serializer' is not supported, as values are "
+                "serialized with ByteArraySerializer. Use DataFrame operations to explicitly "
+                "serialize the values into either strings or byte arrays."
+            ),
+            "transactional.id": (
+                "Kafka option 'kafka.transactional.id' is not supported: the writer derives "
+                "one transactional id per Spark partition from the option "
+                "'transactionalIdPrefix' and the query id"
+            ),
+            "interceptor.classes": (
+                "Kafka option 'kafka.interceptor.classes' is not supported. Writing to Kafka "
+                "with producer interceptors is not supported."
+            ),
+        },
+        fixed={"enable.idempotence": ("true",), "acks": ("all", "-1")},
+        passed=_PRODUCER_SETTINGS,
+        integers=_PRODUCER_SETTINGS - {"compression.type", "client.id"},
+        ignored=frozenset(
+            {
+                "buffer.memory",
+                "metadata.max.age.ms",
+                "reconnect.backoff.ms",
+                "reconnect.backoff.max.ms",
+                "connections.max.idle.ms",
+                "receive.buffer.bytes",
+                "send.buffer.bytes",
+                "partitioner.class",
+                "partitioner.ignore.keys",
+            }
+        ),
+    ),
+}
+
 _BY_NAME = {o.name.lower(): o for o in OPTIONS}
+_GROUPED = frozenset(name.lower() for group in GROUPS for name in group.names)
+#: The client each side configures, as the message of a missing required option says it.
+_CLIENT_OF = {"reader": "consumer", "writer": "producer"}
 
 
 def option(name: str) -> Option:
@@ -486,6 +732,18 @@ def client_defaults() -> dict[str, str]:
     }
 
 
+def kafka_rows(side: Side) -> frozenset[str]:
+    """The ``kafka.*`` settings ``side`` parses into its own attributes (prefix removed).
+
+    Kept out of what :data:`PASS_THROUGH` passes to the Kafka client.
+    """
+    return frozenset(
+        row.name.removeprefix("kafka.")
+        for row in OPTIONS
+        if row.applies_to(side) and row.parser is not None and row.name.startswith("kafka.")
+    )
+
+
 def parse_option(options: Mapping[str, str], name: str) -> Any:
     """One option's value (or default), parsed by its row, from the options Spark passes.
 
@@ -502,11 +760,68 @@ def parse_option(options: Mapping[str, str], name: str) -> Any:
     return OptionView(options).parse(row.name, row.parser, row.default)
 
 
-def parse_fields(view: OptionView, side: Side, fields: Iterable[str]) -> dict[str, Any]:
+def required_value(view: OptionView, name: str, side: Side) -> Any:
+    """The parsed value of the required option ``name``; refused when missing or blank.
+
+    Parameters
+    ----------
+    view
+        The options as the user gave them.
+    name
+        A required option (its row's ``required``).
+    side
+        ``reader`` or ``writer``: the message names the client it configures.
+
+    Raises
+    ------
+    ConfigError
+        ``Option 'kafka.bootstrap.servers' must be specified for configuring Kafka
+        consumer`` (or ``producer``), with a hint when another given name misspells it
+        (given blank, it is not taken for a misspelling of itself); or the row parser's
+        refusal.
+    """
+    row = option(name)
+    if not view.get(row.name, "").strip():
+        others = [view.spelled(key) for key in view if key != row.name.lower()]
+        raise ConfigError(
+            f"Option '{row.name}' must be specified for configuring Kafka {_CLIENT_OF[side]}"
+            + misspelt_hint(others, row.name)
+        )
+    return view.parse(row.name, row.parser) if row.parser is not None else view[row.name]
+
+
+def _parse_group(view: OptionView, group: Group, *, streaming: bool) -> Any:
+    """The value of ``group``'s attribute, by its rule (see :class:`Group`)."""
+    given = [name for name in group.names if name in view]
+    if group.one_of is not None and not given:
+        raise ConfigError(
+            f"One of the following options must be specified for Kafka source: "
+            f"{group.one_of}. See the docs for more details."
+        )
+    if group.one_of is not None and len(given) > 1:
+        raise ConfigError(
+            f"Only one of the following options can be specified for Kafka source: "
+            f"{group.one_of} (got {', '.join(given)}). See the docs for more details."
+        )
+    if group.batch_only is not None and streaming:
+        if given:
+            raise ConfigError(f"Option '{given[0]}': {group.batch_only}")
+        return None
+    row = option(given[-1] if given else group.names[0])
+    parser = row.parser_for(streaming=streaming)
+    assert parser is not None  # every row of a group has one
+    return view.parse(row.name, parser, row.default_for(streaming=streaming))
+
+
+def parse_fields(
+    view: OptionView, side: Side, fields: Iterable[str], *, streaming: bool = True
+) -> dict[str, Any]:
     """Parse every option of ``side`` that has a parser; return the values by attribute.
 
-    Every such option is validated, whether or not its attribute is among ``fields`` (the
-    writer validates ``includeHeaders`` and ignores it); a missing option takes its default.
+    In this order: every single option (validated whether or not its attribute is among
+    ``fields``: the writer validates ``includeHeaders`` and ignores it; a missing option
+    takes its default), the required ones (:func:`required_value`), then the reader's
+    groups (:data:`GROUPS`: the subscription, the starting and the ending offsets).
 
     Parameters
     ----------
@@ -516,25 +831,46 @@ def parse_fields(view: OptionView, side: Side, fields: Iterable[str]) -> dict[st
         ``reader`` or ``writer``.
     fields
         The attributes of the options dataclass being built.
+    streaming
+        A streaming read (True) or a batch read: chooses the defaults and parsers of
+        :meth:`Option.default_for` and :meth:`Option.parser_for`, and the groups' rules.
 
     Returns
     -------
     dict
-        Attribute name → parsed value, for the rows whose ``field`` is in ``fields``.
+        Attribute name → parsed value, for the rows (and groups) whose ``field`` is in
+        ``fields``.
 
     Raises
     ------
     ConfigError
-        ``Invalid value 'x' for option 'y', must be …`` (a secret's value is not shown).
+        ``Invalid value 'x' for option 'y', must be …`` (a secret's value is not shown);
+        a missing required option; a group's rule broken.
     """
     wanted = set(fields)
     out: dict[str, Any] = {}
-    for row in OPTIONS:
-        if row.parser is None or not row.applies_to(side):
+    rows = [
+        row
+        for row in OPTIONS
+        if row.parser is not None and row.applies_to(side) and row.name.lower() not in _GROUPED
+    ]
+    for row in rows:
+        if row.required:
             continue
-        value = view.parse(row.name, row.parser, row.default)
+        parser = row.parser_for(streaming=streaming)
+        assert parser is not None  # rows has the rows with a parser
+        value = view.parse(row.name, parser, row.default_for(streaming=streaming))
         if row.field in wanted:
             out[row.field] = value
+    for row in rows:
+        if row.required:
+            value = required_value(view, row.name, side)
+            if row.field in wanted:
+                out[row.field] = value
+    for group in GROUPS if side == "reader" else ():
+        value = _parse_group(view, group, streaming=streaming)
+        if group.field in wanted:
+            out[group.field] = value
     return out
 
 

@@ -4,7 +4,10 @@ Each parser is a small frozen object that can be called with the text of an opti
 returns the parsed value, or raises :class:`InvalidValueError` whose message says what the value
 must be (``must be a positive integer``). The message that names the option is built by
 :meth:`pyspark_kafka_txn.options.common.OptionView.parse`, the one place that knows how the
-user spelt the name and whether the value is a secret. No I/O, no pyspark.
+user spelt the name and whether the value is a secret. A parser that keeps Spark's own
+wording (the subscription and offsets options of
+:mod:`~pyspark_kafka_txn.options.specs`) raises :class:`RefusedValueError`, which writes the
+whole message around the option's documented name. No I/O, no pyspark.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "Integer",
     "InvalidValueError",
     "Parser",
+    "RefusedValueError",
     "Text",
     "choice",
 ]
@@ -36,6 +40,30 @@ class InvalidValueError(ValueError):
     Internal to the options package: :meth:`OptionView.parse` turns it into the package's
     :class:`~pyspark_kafka_txn.errors.ConfigError`, which names the option.
     """
+
+
+class RefusedValueError(InvalidValueError):
+    """A refusal worded as a whole sentence (Spark's wording) around the option's name.
+
+    Parameters
+    ----------
+    before, after
+        The sentence before and after the option's quoted name.
+
+    Examples
+    --------
+    >>> RefusedValueError("Option ", " is empty").naming("subscribe")
+    "Option 'subscribe' is empty"
+    """
+
+    def __init__(self, before: str, after: str) -> None:
+        super().__init__(f"{before}'…'{after}")
+        self.before = before
+        self.after = after
+
+    def naming(self, option: str) -> str:
+        """The sentence, naming ``option``."""
+        return f"{self.before}'{option}'{self.after}"
 
 
 class Parser(Protocol):

@@ -17,9 +17,11 @@ from pyspark_kafka_txn.options.common import OptionView, redacted_repr
 from pyspark_kafka_txn.options.kafka import client_options
 from pyspark_kafka_txn.options.registry import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    PASS_THROUGH,
+    UNCHECKED_TRANSACTION_TIMEOUT_MS,
     check_names,
     client_defaults,
-    misspelt_hint,
+    kafka_rows,
     parse_fields,
 )
 from pyspark_kafka_txn.options.values import NON_NEGATIVE
@@ -30,72 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "UNCHECKED_TRANSACTION_TIMEOUT_MS",
     "WriterOptions",
     "parse_writer_options",
 ]
-
-#: ``kafka.*`` producer settings passed to our client (names as ProducerConfig takes them).
-_PRODUCER_OPTIONS = frozenset(
-    {
-        "compression.type",
-        "batch.size",
-        "linger.ms",
-        "max.request.size",
-        "request.timeout.ms",
-        "delivery.timeout.ms",
-        "max.in.flight.requests.per.connection",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "client.id",
-        "transaction.version",
-        "transaction.timeout.ms",
-        "transaction.two.phase.commit.enable",
-    }
-)
-
-#: Accepted, with a warning, and not used: tuning of other clients.
-_IGNORED = frozenset(
-    {
-        "buffer.memory",
-        "metadata.max.age.ms",
-        "reconnect.backoff.ms",
-        "reconnect.backoff.max.ms",
-        "connections.max.idle.ms",
-        "receive.buffer.bytes",
-        "send.buffer.bytes",
-        "partitioner.class",
-        "partitioner.ignore.keys",
-    }
-)
-
-#: Settings the writer controls itself, with the reason given when a user sets them.
-_REJECTED = {
-    "key.serializer": (
-        "Kafka option 'kafka.key.serializer' is not supported, as keys are serialized with "
-        "ByteArraySerializer. Use DataFrame operations to explicitly serialize the keys "
-        "into either strings or byte arrays."
-    ),
-    "value.serializer": (
-        "Kafka option 'kafka.value.serializer' is not supported, as values are serialized "
-        "with ByteArraySerializer. Use DataFrame operations to explicitly serialize the "
-        "values into either strings or byte arrays."
-    ),
-    "transactional.id": (
-        "Kafka option 'kafka.transactional.id' is not supported: the writer derives one "
-        "transactional id per Spark partition from the option 'transactionalIdPrefix' and "
-        "the query id"
-    ),
-    "interceptor.classes": (
-        "Kafka option 'kafka.interceptor.classes' is not supported. Writing to Kafka with "
-        "producer interceptors is not supported."
-    ),
-}
-
-#: Settings whose only acceptable value is the one transactions require.
-_FIXED = {
-    "enable.idempotence": ("true",),
-    "acks": ("all", "-1"),
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,19 +175,13 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     check_names(names, "writer")
     values = parse_fields(opts, "writer", (f.name for f in fields(WriterOptions)))
 
-    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise ConfigError(
-            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
-            + misspelt_hint(names, "kafka.bootstrap.servers")
-        )
-    values["bootstrap_servers"] = bootstrap
-
+    kafka = PASS_THROUGH["writer"]
+    assert kafka.passed is not None  # the writer's client takes the settings it knows
     raw = opts.kafka()
-    for key, reason in _REJECTED.items():
+    for key, reason in kafka.rejected.items():
         if key in raw:
             raise ConfigError(reason)
-    for key, allowed in _FIXED.items():
+    for key, allowed in kafka.fixed.items():
         if key in raw:
             if raw[key].strip().lower() not in allowed:
                 raise ConfigError(
@@ -255,15 +189,10 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
                     f"transactions require {allowed[0]}"
                 )
             del raw[key]
-    for key in (  # parsed into their own attributes by the registry
-        "bootstrap.servers",
-        "transaction.timeout.ms",
-        "transaction.two.phase.commit.enable",
-        "max.block.ms",
-    ):
+    for key in kafka.read | kafka_rows("writer"):  # parsed into their own attributes
         raw.pop(key, None)
-    client = client_options(raw, producer_options=_PRODUCER_OPTIONS, ignored=_IGNORED)
-    for key in sorted(_PRODUCER_OPTIONS & client.keys() - {"compression.type", "client.id"}):
+    client = client_options(raw, producer_options=kafka.passed, ignored=kafka.ignored)
+    for key in sorted(kafka.integers & client.keys()):
         opts.parse(f"kafka.{key}", NON_NEGATIVE)  # an integer, named as the user wrote it
     _check_app(opts, values)
     written = WriterOptions(**values, client_options=client)
@@ -274,7 +203,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             written.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS,
         )
     except ConfigError as exc:
-        if exc.option in _PRODUCER_OPTIONS:  # name it as the user wrote it: kafka.…
+        if exc.option in kafka.passed:  # name it as the user wrote it: kafka.…
             raise exc.renamed(opts.spelled(f"kafka.{exc.option}")) from None
         raise
     return written

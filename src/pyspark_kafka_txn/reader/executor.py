@@ -86,9 +86,10 @@ def _consumer_config(
 #: process that read the previous one): the consumer, its connections and metadata are
 #: reused, only its assignment is new. Found by the whole librdkafka configuration
 #: (credentials included) and the topic-partition; unassigned (no fetching) while idle;
-#: at most 16 kept, each for a minute of idleness; one whose range raised is closed.
+#: at most 16 kept, each for five minutes of idleness (as Spark's own consumer cache);
+#: one whose range raised is closed.
 CONSUMERS: Pool[tuple[object, ...], Any] = Pool(
-    "consumer", lambda consumer: consumer.close(), capacity=16, idle_s=60.0
+    "consumer", lambda consumer: consumer.close(), capacity=16, idle_s=300.0
 )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -106,7 +107,7 @@ class OffsetClient:
         try:
             self._admin = AdminClient(librdkafka_client_config(config))
         except Exception as exc:  # noqa: BLE001 - librdkafka reports bad settings here
-            raise ConfigError(f"Invalid kafka.* option: {_redacted_error(exc, options)}") from None
+            raise _setting_error(exc, options) from None
         self._isolation = (
             IsolationLevel.READ_COMMITTED
             if options.read_committed
@@ -446,6 +447,20 @@ def _offset_spec() -> Any:
     from confluent_kafka.admin import OffsetSpec
 
     return OffsetSpec
+
+
+#: The setting librdkafka names in its refusal of a configuration ("No such configuration
+#: property: \"x\"", "Invalid value \"v\" for configuration property \"x\"").
+_REFUSED_SETTING = re.compile(r'property:? "([^"]+)"')
+
+
+def _setting_error(exc: BaseException, options: ReaderOptions) -> ConfigError:
+    """The error for a configuration librdkafka refused, naming the option (``kafka.`` and
+    the setting librdkafka names) and carrying its reason, secrets blanked out."""
+    reason = _redacted_error(exc, options)
+    found = _REFUSED_SETTING.search(reason)
+    which = f"Option 'kafka.{found.group(1)}'" if found else "A kafka.* option"
+    return ConfigError(f"{which} is refused by librdkafka (which reads for kafka_txn): {reason}")
 
 
 def _redacted_error(exc: BaseException, options: ReaderOptions) -> str:

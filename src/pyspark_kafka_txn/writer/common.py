@@ -30,7 +30,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.formats import BATCH_MARKER
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.pool import Pool
-from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.wire import TopicPartition, TxnState
 from pyspark_kafka_txn.writer.decision import Handle
 
 __all__ = [
@@ -68,13 +68,13 @@ def connect(options: WriterOptions) -> ClusterClient:
 #: of many micro-batches one after the other; the driver's worker their commits): their
 #: connections, broker list, topic metadata and coordinators are reused. Each task and
 #: each lease keeper takes a client of its own (:func:`pooled`). At most 8 are kept, each
-#: for a minute of idleness (well under Kafka's ``connections.max.idle.ms``, 10 minutes by
+#: for five minutes of idleness (under Kafka's ``connections.max.idle.ms``, 10 minutes by
 #: default, after which a broker closes an idle connection; one it closed anyway fails
 #: its first request, which the client retries on a new connection). A client holds no
 #: transaction state: every task still claims its transactional id with InitProducerId
 #: (see docs/design.md, "Reuse across micro-batches").
 CLIENTS: Pool[tuple[object, ...], ClusterClient] = Pool(
-    "writer client", ClusterClient.close, capacity=8, idle_s=60.0
+    "writer client", ClusterClient.close, capacity=8, idle_s=300.0
 )
 
 
@@ -149,7 +149,7 @@ R = TypeVar("R")
 def latest_record(
     cluster: ClusterClient,
     group: str,
-    parse: Callable[[str | None, tuple[str, int], str], R | None],
+    parse: Callable[[str | None, TopicPartition, str], R | None],
     time_of: Callable[[R], int],
     whose: str,
 ) -> R | None:

@@ -40,6 +40,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.formats import DECISION_RECORD
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.ids import decision_group, transactional_id
 
 __all__ = [
@@ -72,7 +73,7 @@ class Decision:
     batch: int
     handles: Mapping[int, Handle]
     slot: int
-    anchor: tuple[str, int]
+    anchor: TopicPartition
     time_ms: int
     #: The decision was withdrawn: nothing of ``batch`` was committed, it is undecided.
     withdrawn: bool = False
@@ -194,7 +195,7 @@ def read_decision(
     group = decision_group(prefix, query_id)
     whose = f"of query {query_id} (group {group})"
     entries = fetch_offsets(cluster, group, None, require_stable=False)
-    best: tuple[Header, tuple[str, int]] | None = None
+    best: tuple[Header, TopicPartition] | None = None
     for tp, committed in entries.items():
         if committed.offset < 0:
             continue
@@ -238,7 +239,7 @@ def write_decision(
     query_id: str,
     batch: int,
     handles: Mapping[int, Handle],
-    anchor: tuple[str, int],
+    anchor: TopicPartition,
     previous: Decision | None,
     partitions: int | None = None,
     checked_run: str | None = None,
@@ -291,7 +292,7 @@ def _write_header(
     query_id: str,
     batch: int,
     slot: int,
-    anchor: tuple[str, int],
+    anchor: TopicPartition,
     previous: Decision | None,
     text: str,
     chunks: int,

@@ -46,7 +46,7 @@ from pyspark_kafka_txn.client.producer import end_transactions
 from pyspark_kafka_txn.errors import CommitFailedError, ConcurrentQueryError
 from pyspark_kafka_txn.formats import CLAIM
 from pyspark_kafka_txn.options.writer import WriterOptions
-from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.wire import TopicPartition, TxnState
 from pyspark_kafka_txn.writer.common import holds_open, latest_record, read_marker
 from pyspark_kafka_txn.writer.decision import Decision, Handle, read_decision
 from pyspark_kafka_txn.writer.ids import app_query_id, transactional_id, writer_group
@@ -101,39 +101,16 @@ class Claim:
     run_id: str
     version: int
     time_ms: int
-    anchor: tuple[str, int]
+    anchor: TopicPartition
 
 
-def parse_claim(metadata: str | None, anchor: tuple[str, int], whose: str) -> Claim | None:
-    """Decode the metadata of a claim group's entry; None if it is not a claim of ours.
-
-    Parameters
-    ----------
-    metadata
-        The committed offset's metadata.
-    anchor
-        The partition it was committed for.
-    whose
-        Names the record in an error ("of txnAppId … (group G)").
-
-    Returns
-    -------
-    Claim or None
-        None for empty metadata, metadata that is not JSON, JSON that is not an object
-        with an integer ``"f"``, or one that lacks a field.
-
-    Raises
-    ------
-    FormatVersionError
-        If ``"f"`` is a format this package does not read (a newer one wrote it).
-    """
-    fields = CLAIM.decode(metadata, "f", whose)
-    if fields is None:
-        return None
-    try:
-        return Claim(str(fields["r"]), int(fields["v"]), int(fields["t"]), anchor)
-    except (KeyError, TypeError, ValueError):
-        return None
+def parse_claim(metadata: str | None, anchor: TopicPartition, whose: str) -> Claim | None:
+    """The claim in a claim group entry's ``metadata`` (committed for ``anchor``), or None
+    if it holds none of ours (:meth:`~pyspark_kafka_txn.formats.DurableFormat.read`;
+    ``whose`` names it in a :class:`~pyspark_kafka_txn.errors.FormatVersionError`)."""
+    return CLAIM.read(
+        metadata, whose, lambda f: Claim(str(f["r"]), int(f["v"]), int(f["t"]), anchor)
+    )
 
 
 def read_claim(cluster: ClusterClient, prefix: str, query_id: str) -> Claim | None:
@@ -153,7 +130,7 @@ def _write_claim(
     cluster: ClusterClient,
     prefix: str,
     app: AppWrite,
-    anchor: tuple[str, int],
+    anchor: TopicPartition,
     previous: Claim | None,
 ) -> None:
     now = int(time.time() * 1000)
@@ -189,7 +166,7 @@ def claim_held(cluster: ClusterClient, prefix: str, app: AppWrite) -> bool:
 
 
 def hold_claim(
-    cluster: ClusterClient, prefix: str, app: AppWrite, anchor: tuple[str, int] | None
+    cluster: ClusterClient, prefix: str, app: AppWrite, anchor: TopicPartition | None
 ) -> None:
     """Before the decision: fail if another run claimed the ids; claim them if nobody did
     (a first write with a ``topic`` column, which had no partition to claim them on)."""
@@ -224,7 +201,7 @@ def start_app_write(cluster: ClusterClient, options: WriterOptions) -> AppWrite:
         _complete_previous(cluster, prefix, app, last)
     claim = read_claim(cluster, prefix, query_id)
     anchor = (
-        (options.topic, 0)
+        TopicPartition(options.topic, 0)
         if options.topic is not None
         else last.anchor
         if last is not None

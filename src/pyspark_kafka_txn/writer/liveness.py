@@ -53,6 +53,7 @@ from pyspark_kafka_txn.client.admin import commit_offsets
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.errors import KafkaTxnError
 from pyspark_kafka_txn.formats import LIVENESS_LEASE
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.common import latest_record
 from pyspark_kafka_txn.writer.ids import lease_group
 
@@ -96,7 +97,7 @@ class Lease:
 
     renewed_ms: int
     lease_ms: int
-    anchor: tuple[str, int]
+    anchor: TopicPartition
 
     def lapsed(self, now_ms: int | None = None) -> bool:
         """Whether the query broke its promise: no renewal for longer than its lease.
@@ -115,36 +116,11 @@ class Lease:
         return now - self.renewed_ms > self.lease_ms
 
 
-def parse_lease(metadata: str | None, anchor: tuple[str, int], whose: str) -> Lease | None:
-    """Decode the metadata of a lease group's entry; None if it is not a lease of ours.
-
-    Parameters
-    ----------
-    metadata
-        The committed offset's metadata.
-    anchor
-        The partition it was committed for.
-    whose
-        Names the record in an error ("of query Q (group G)").
-
-    Returns
-    -------
-    Lease or None
-        None for what :meth:`~pyspark_kafka_txn.formats.DurableFormat.decode` takes for no
-        record of ours, and for a lease that lacks a field.
-
-    Raises
-    ------
-    FormatVersionError
-        If ``"f"`` is a format this package does not read (a newer one wrote it).
-    """
-    fields = LIVENESS_LEASE.decode(metadata, "f", whose)
-    if fields is None:
-        return None
-    try:
-        return Lease(int(fields["t"]), int(fields["l"]), anchor)
-    except (KeyError, TypeError, ValueError):
-        return None
+def parse_lease(metadata: str | None, anchor: TopicPartition, whose: str) -> Lease | None:
+    """The lease in a lease group entry's ``metadata`` (committed for ``anchor``), or None
+    if it holds none of ours (:meth:`~pyspark_kafka_txn.formats.DurableFormat.read`;
+    ``whose`` names it in a :class:`~pyspark_kafka_txn.errors.FormatVersionError`)."""
+    return LIVENESS_LEASE.read(metadata, whose, lambda f: Lease(int(f["t"]), int(f["l"]), anchor))
 
 
 def read_lease(cluster: ClusterClient, prefix: str, query_id: str) -> Lease | None:
@@ -167,7 +143,7 @@ def renew_lease(
     cluster: ClusterClient,
     prefix: str,
     query_id: str,
-    anchor: tuple[str, int] | None,
+    anchor: TopicPartition | None,
     lease_ms: int,
     *,
     now_ms: int | None = None,
@@ -237,7 +213,7 @@ class LeaseKeeper:
         prefix: str,
         query_id: str,
         lease_ms: int,
-        anchor: tuple[str, int] | None = None,
+        anchor: TopicPartition | None = None,
     ) -> None:
         self._clients = clients
         self._prefix = prefix
@@ -249,7 +225,7 @@ class LeaseKeeper:
         self._renewed = False
         self._thread: threading.Thread | None = None
 
-    def anchor_at(self, anchor: tuple[str, int]) -> None:
+    def anchor_at(self, anchor: TopicPartition) -> None:
         """Set the partition the next renewals are committed for (renewing at once if no
         renewal was recorded yet)."""
         self._anchor = anchor

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.decision import Handle
 
 __all__ = ["COMMITTED", "EMPTY", "FRESH", "PENDING", "Kind", "TaskMessage", "task_messages"]
@@ -55,7 +56,7 @@ class TaskMessage(WriterCommitMessage):
     kind: Kind
     handle: Handle | None = None
     rows: int = 0
-    anchor: tuple[str, int] | None = None
+    anchor: TopicPartition | None = None
     commit_by_ms: int | None = None
     run: str | None = None
 

@@ -53,7 +53,7 @@ from pyspark_kafka_txn.errors import (
     TransactionError,
     TransactionNotAbortedError,
 )
-from pyspark_kafka_txn.wire import TxnState
+from pyspark_kafka_txn.wire import TopicPartition, TxnState
 from pyspark_kafka_txn.writer.common import COMPLETING_STATES, OPEN_STATES
 
 __all__ = [
@@ -136,7 +136,7 @@ class OpenTransaction:
     state: str
     start_time_ms: int
     timeout_ms: int
-    partitions: tuple[tuple[str, int], ...]
+    partitions: tuple[TopicPartition, ...]
 
     def age_ms(self, now_ms: int | None = None) -> int:
         """Milliseconds since the transaction started.

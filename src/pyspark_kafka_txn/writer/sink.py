@@ -38,7 +38,12 @@ from pyspark_kafka_txn.errors import (
     KafkaConnectionError,
     KafkaTxnError,
 )
-from pyspark_kafka_txn.options.writer import DEFAULT_TRANSACTION_TIMEOUT_MS, WriterOptions
+from pyspark_kafka_txn.options.writer import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    UNCHECKED_TRANSACTION_TIMEOUT_MS,
+    WriterOptions,
+)
+from pyspark_kafka_txn.pool import Pool
 from pyspark_kafka_txn.spark_api import BatchWriterBase, StreamWriterBase
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
@@ -53,20 +58,20 @@ from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "resolve_timeout"]
+__all__ = ["CHECKED", "KafkaBatchWriter", "KafkaStreamWriter", "resolve_timeout"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
-#: The default transaction timeout when the broker's maximum cannot be read (the Java
-#: producer's default, below any broker's maximum).
-_FALLBACK_TIMEOUT_MS = 60_000
 
-
-#: The timeout resolved by a successful start check, by everything the check depends on
-#: (servers, credentials and other client settings, topic, option value): Spark creates a
-#: new writer for every commit of a streaming query, and none of that changes under it.
-_CHECKED: dict[tuple[object, ...], int] = {}
+#: Start checks that passed, with the timeout they resolved, by everything a check depends
+#: on (servers, credentials and other client settings, topic, option value): Spark creates
+#: a new writer for every micro-batch of a streaming query, and none of that changes under
+#: it. Kept like the clients (bounded, forgotten after five idle minutes, never inherited
+#: by a forked worker), so a query running for days re-reads the broker's maximum.
+CHECKED: Pool[tuple[object, ...], int] = Pool(
+    "writer start check", lambda _timeout: None, capacity=32, idle_s=300.0
+)
 
 
 def resolve_timeout(options: WriterOptions) -> int:
@@ -78,7 +83,7 @@ def resolve_timeout(options: WriterOptions) -> int:
     exist, so that these mistakes fail the query at its start instead of failing (and
     retrying) every task.
     The timeout is the option, or the default capped by the broker. A successful check is
-    not repeated in this process for the same settings.
+    kept in this process for the same settings (:data:`CHECKED`).
 
     Raises
     ------
@@ -102,8 +107,11 @@ def resolve_timeout(options: WriterOptions) -> int:
         options.topic,
         options.transaction_timeout_ms,
     )
-    if key in _CHECKED:
-        return _CHECKED[key]
+    with CHECKED.use(key, lambda: _check(options)) as timeout:
+        return timeout
+
+
+def _check(options: WriterOptions) -> int:
     where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
     try:
         with acl_hints(options), pooled(options) as cluster:
@@ -120,7 +128,6 @@ def resolve_timeout(options: WriterOptions) -> int:
         raise AuthenticationError(
             f"The kafka_txn writer cannot connect to {where}: {exc}"
         ) from None
-    _CHECKED[key] = timeout
     return timeout
 
 
@@ -166,8 +173,9 @@ def _resolve(cluster: ClusterClient, options: WriterOptions) -> int:
         )
         broker_max = None
     if options.transaction_timeout_ms is None:
-        default = DEFAULT_TRANSACTION_TIMEOUT_MS if broker_max is not None else _FALLBACK_TIMEOUT_MS
-        return min(default, broker_max) if broker_max is not None else default
+        if broker_max is None:
+            return UNCHECKED_TRANSACTION_TIMEOUT_MS
+        return min(DEFAULT_TRANSACTION_TIMEOUT_MS, broker_max)
     if broker_max is not None and options.transaction_timeout_ms > broker_max:
         raise ConfigError(
             f"Option 'kafka.transaction.timeout.ms' ({options.transaction_timeout_ms}) exceeds "
@@ -180,8 +188,9 @@ def _unchecked(options: WriterOptions) -> str:
     """What the writer does without the broker's ``transaction.max.timeout.ms``."""
     if options.transaction_timeout_ms is None:
         return (
-            f"kafka.transaction.timeout.ms defaults to {_FALLBACK_TIMEOUT_MS} ms instead of "
-            f"{DEFAULT_TRANSACTION_TIMEOUT_MS} ms (set it explicitly if batches take longer)"
+            "kafka.transaction.timeout.ms defaults to "
+            f"{UNCHECKED_TRANSACTION_TIMEOUT_MS} ms instead of {DEFAULT_TRANSACTION_TIMEOUT_MS} ms "
+            "(set it explicitly if batches take longer)"
         )
     return "kafka.transaction.timeout.ms is not checked against it"
 

@@ -52,6 +52,7 @@ from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.errors import ConfigError, KafkaTxnError
 from pyspark_kafka_txn.options.writer import WriterOptions
 from pyspark_kafka_txn.steps import Steps
+from pyspark_kafka_txn.wire import TopicPartition
 from pyspark_kafka_txn.writer.acls import acl_hints
 from pyspark_kafka_txn.writer.common import (
     OPEN_STATES,
@@ -131,7 +132,7 @@ def write_task(
     prefix = options.transactional_id_prefix
     tid = transactional_id(prefix, who.query_id, who.partition)
     lease_ms = options.lingering_timeout_ms
-    anchor = (options.topic, 0) if options.topic is not None else None
+    anchor = TopicPartition(options.topic, 0) if options.topic is not None else None
     steps = Steps()
     try:
         # The task renews its query's lease while it runs, even before its first rows:
@@ -205,13 +206,13 @@ def _write_rows(
     )
 
 
-def _first_anchor(first: pa.RecordBatch) -> tuple[str, int] | None:
+def _first_anchor(first: pa.RecordBatch) -> TopicPartition | None:
     """Partition 0 of the first row's topic (column ``topic``), or None if it has none."""
     index = first.schema.get_field_index("topic")
     if index < 0:
         return None
     topics = first.column(index).drop_null()
-    return (str(topics[0].as_py()), 0) if len(topics) else None
+    return TopicPartition(str(topics[0].as_py()), 0) if len(topics) else None
 
 
 def _message(
@@ -220,7 +221,7 @@ def _message(
     *,
     handle: Handle | None = None,
     rows: int = 0,
-    anchor: tuple[str, int] | None = None,
+    anchor: TopicPartition | None = None,
     commit_by_ms: int | None = None,
 ) -> TaskMessage:
     """The message ``who`` sends the driver (its query, batch, partition and run)."""
@@ -273,14 +274,14 @@ def _first_rows(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
 
 def _produce(
     producer: TransactionalProducer, options: WriterOptions, batches: Iterator[pa.RecordBatch]
-) -> tuple[int, tuple[str, int]]:
+) -> tuple[int, TopicPartition]:
     """Produce every row; return the row count and the marker's anchor partition.
 
     ``batches`` starts with a batch with rows (:func:`_first_rows`), so the anchor is
     always found.
     """
     rows = 0
-    anchor: tuple[str, int] | None = None
+    anchor: TopicPartition | None = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -293,7 +294,7 @@ def _produce(
                 partitions=_column(part, "partition"),
             )
             if anchor is None:
-                anchor = (topic, 0)
+                anchor = TopicPartition(topic, 0)
     if anchor is None:  # pragma: no cover - the first batch has rows
         raise KafkaTxnError("no rows to write after the first rows were read")
     return rows, anchor

@@ -88,16 +88,21 @@ test: lint kcat maven
 	    "apache-kafka=$(APACHE_LEG)"
 
 # The Spark tests, the writer's and the client's against a matrix of Apache Kafka releases,
-# node counts and transaction versions, then the tests marked compat (not in CI: about an hour): per cell, tests/writer and
-# tests/client, then the Spark tests of the other subjects. `make compat COMPAT="4.0.2:3:1"`
-# runs one cell (version:nodes:transaction.version; tv "-" keeps the release's default).
-COMPAT ?= 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
+# node counts and transaction versions, then the tests marked compat (not in CI: over an
+# hour): per cell, tests/writer and tests/client, then the Spark tests of the other
+# subjects. `make compat COMPAT="4.0.2:3:1"` runs one cell (version:nodes:transaction.version;
+# tv "-" keeps the release's default). Releases before 3.3 run in ZooKeeper mode (their
+# KRaft was not production ready), later ones in KRaft; KAFKA_TXN_APACHE_MODE=kraft|zookeeper
+# overrides (3.x only). 3.0.2 is the oldest supported release, 3.7.2 one that managed
+# services run widely.
+COMPAT ?= 3.0.2:1:- 3.0.2:3:- 3.7.2:1:- 3.7.2:3:- 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 \
+	4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
 COMPAT_TESTS := tests/writer tests/client
 COMPAT_SPARK := $(SPARK_TESTS) $(addprefix --ignore=,$(COMPAT_TESTS))
 compat: $(STAMP) kcat maven
 	@set -e; for cell in $(COMPAT); do \
 	  v=$${cell%%:*}; rest=$${cell#*:}; n=$${rest%%:*}; tv=$${rest#*:}; [ "$$tv" = - ] && tv=; \
-	  echo "== Apache Kafka $$v, $$n node(s), transaction.version $${tv:-default}"; \
+	  echo "== Apache Kafka $$v, $$n node(s), transaction.version $${tv:-default}, mode $${KAFKA_TXN_APACHE_MODE:-default}"; \
 	  ( export KAFKA_TXN_TARGET=apache KAFKA_TXN_APACHE_VERSION=$$v KAFKA_TXN_APACHE_NODES=$$n \
 	      KAFKA_TXN_APACHE_TV=$$tv; \
 	    $(PY) -m pytest -q $(COMPAT_TESTS); $(PY) -m pytest -q $(COMPAT_SPARK) ); \

@@ -5,8 +5,9 @@
 * ``embedded`` (default): one embedded cluster per test session;
 * ``apache``: one Apache Kafka cluster per test session, started from its published jars
   (:mod:`tests.support.apache_kafka`; ``KAFKA_TXN_APACHE_VERSION``,
-  ``KAFKA_TXN_APACHE_NODES`` (1 or 3) and ``KAFKA_TXN_APACHE_TV`` (the
-  ``transaction.version`` to format with) choose which);
+  ``KAFKA_TXN_APACHE_NODES`` (1 or 3), ``KAFKA_TXN_APACHE_TV`` (the
+  ``transaction.version`` to format with) and ``KAFKA_TXN_APACHE_MODE`` (``kraft`` or
+  ``zookeeper``; by default ZooKeeper before Kafka 3.3) choose which);
 * ``external``, or ``KAFKA_BOOTSTRAP_SERVERS`` set: a cluster somebody else runs.
 
 On Apache Kafka and external clusters only the tests that use the ``kafka`` fixture run, and
@@ -147,13 +148,13 @@ _APACHE = pytest.StashKey[list[ApacheKafka]]()
 
 def pytest_report_header(config: pytest.Config) -> str:
     if TARGET == "apache":
-        from tests.support.apache_kafka import default_version
+        from tests.support.apache_kafka import default_mode, default_version
 
         nodes = os.environ.get("KAFKA_TXN_APACHE_NODES", "1")
         tv = os.environ.get("KAFKA_TXN_APACHE_TV", "default")
         return (
-            f"Kafka target: Apache Kafka {default_version()}, {nodes} node(s), "
-            f"transaction.version {tv}"
+            f"Kafka target: Apache Kafka {default_version()} ({default_mode(default_version())}"
+            f"), {nodes} node(s), transaction.version {tv}"
         )
     return f"Kafka target: {TARGET}" + (f" ({EXTERNAL})" if EXTERNAL else "")
 

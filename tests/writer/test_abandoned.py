@@ -23,6 +23,7 @@ import pytest
 from pyspark_kafka_txn import cli
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.embedded.faults import FaultRule
+from pyspark_kafka_txn.wire import LIST_TRANSACTIONS
 from pyspark_kafka_txn.writer.abandoned import end_command
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import write_decision
@@ -34,6 +35,7 @@ from pyspark_kafka_txn.writer.open_transactions import (
     find_open_transactions,
 )
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
+from tests.support.clusters import CheckedKafka
 from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.readback import read_records
@@ -127,6 +129,56 @@ def test_a_gone_query_is_ended_a_live_or_unknown_one_left_alone(
         for txn in find_open_transactions(cluster, prefix):
             abort_open_transaction(cluster, txn)
     wait_lso_at_hwm(bs, topic, 2)
+
+
+def _a_young_transaction_of_a_gone_query_stays(kafka: KafkaTarget) -> None:
+    """A gone query's transaction that has been open for less than this query's
+    ``lingeringTransactionTimeout`` is left alone by this query's commit."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1, prefix="young")
+    prefix = fresh_prefix("y")
+    gone, ours = str(uuid.uuid4()), str(uuid.uuid4())
+    with ClusterClient(bs) as cluster:
+        renew_lease(cluster, prefix, gone, (topic, 0), 60_000, now_ms=_long_ago_ms())
+    young = transactional_id(prefix, gone, 0)
+    leave_open(bs, young, topic, 0, [b"gone"], timeout_ms=TIMEOUT_MS)
+    options = writer_options(bs, topic, prefix, {"lingeringTransactionTimeout": "10min"})
+    mine = write_task(options, TaskIdentity(ours, 0, 0, 0), iter([_rows(0, "own")]), TIMEOUT_MS)
+    commit_batch(options, [mine], 0)
+    assert set(open_transactions(bs, prefix)) == {young}
+    with ClusterClient(bs) as cluster:  # leave nothing open on the shared cluster
+        for txn in find_open_transactions(cluster, prefix):
+            abort_open_transaction(cluster, txn)
+
+
+def test_a_young_transaction_of_a_gone_query_stays(kafka: KafkaTarget) -> None:
+    """On the session's cluster: Apache Kafka 3.8 and later (and the embedded cluster)
+    leave it out of ListTransactions' answer by its duration filter (KIP-994); Kafka 3.0 to
+    3.7 serve ListTransactions v0, which lists it, and the writer checks its age itself."""
+    _a_young_transaction_of_a_gone_query_stays(kafka)
+
+
+@pytest.fixture(scope="module")
+def kafka_list_v0() -> Iterator[KafkaTarget]:
+    """An embedded cluster that serves ListTransactions v0 only, as Kafka 3.0 to 3.7 do
+    (no duration filter)."""
+    with CheckedKafka(
+        transaction_abort_interval_ms=200, api_max_versions=((LIST_TRANSACTIONS, 0),)
+    ) as own:
+        yield KafkaTarget(own.bootstrap_servers, own)
+
+
+@pytest.mark.embedded_only(
+    "caps the broker's ListTransactions; Apache Kafka 3.0-3.7 run the test above"
+)
+def test_without_a_duration_filter_the_writer_checks_the_age_itself(
+    kafka_list_v0: KafkaTarget,
+) -> None:
+    """The same on a broker without ListTransactions v1: every open transaction is listed,
+    and the writer ends none younger than ``lingeringTransactionTimeout``."""
+    with ClusterClient(kafka_list_v0.bootstrap_servers) as cluster:
+        assert cluster.any_connection().api_ranges[LIST_TRANSACTIONS] == (0, 0)
+    _a_young_transaction_of_a_gone_query_stays(kafka_list_v0)
 
 
 def test_a_task_renews_its_lease_while_it_waits_for_its_first_rows(kafka: KafkaTarget) -> None:

@@ -185,7 +185,13 @@ def list_transactions(
     producer_ids: Iterable[int] = (),
     min_duration_ms: int = -1,
 ) -> list[TransactionListing]:
-    """ListTransactions on every broker, filters AND-ed (``min_duration_ms`` needs v1)."""
+    """ListTransactions on every broker, filters AND-ed.
+
+    ``min_duration_ms`` (KIP-994) needs ListTransactions v1, which brokers serve from
+    Kafka 3.8 on. An older broker (v0) cannot filter by age: it lists every transaction
+    the other filters match, so a caller that needs the age checks it itself, from
+    :func:`describe_transactions`' start time (``writer/abandoned.py`` does).
+    """
     out: list[TransactionListing] = []
     for node in sorted(cluster.brokers()):
 

@@ -95,6 +95,13 @@ class ClusterConfig:
         id of a rotation), instead of 0. Set it a few below ``32766`` (Short.MAX_VALUE -
         1, where the epoch is exhausted) to reach producer-id rotation in a few
         transactions. ``0 <= N < 32767``; idempotent producers still start at 0.
+    api_max_versions
+        Test aid, no Kafka setting: ``(api_key, highest_version)`` pairs that cap what the
+        brokers advertise and serve, as an older Kafka release does: ListTransactions
+        ``(66, 0)`` as before Kafka 3.8 (no duration filter). A highest version of ``-1``
+        leaves the API out altogether (ListTransactions before Kafka 3.0); a request of
+        an API left out closes its connection, as Kafka does. Empty: every API at its
+        newest version.
     """
 
     brokers: int = 1
@@ -121,6 +128,7 @@ class ClusterConfig:
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
     initial_producer_epoch: int = 0
+    api_max_versions: tuple[tuple[int, int], ...] = ()
 
     @property
     def advertised(self) -> str:
@@ -145,5 +153,11 @@ class ClusterConfig:
                 f"got {self.advertised_host!r}"
             )
         check_initial_producer_epoch(self.initial_producer_epoch)
+        for api_key, highest in self.api_max_versions:
+            if api_key < 0 or highest < -1:
+                raise ValueError(
+                    f"api_max_versions: ({api_key}, {highest}) must be an api key >= 0 and "
+                    "a version >= -1"
+                )
         for principal in self.super_users:
             check_principal(principal)

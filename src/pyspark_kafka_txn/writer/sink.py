@@ -47,6 +47,7 @@ from pyspark_kafka_txn.pool import Pool
 from pyspark_kafka_txn.spark_api import BatchWriterBase, StreamWriterBase
 from pyspark_kafka_txn.writer.abort import abort_batch
 from pyspark_kafka_txn.writer.acls import acl_hint, acl_hints
+from pyspark_kafka_txn.writer.broker_support import check_brokers
 from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.common import pooled
 from pyspark_kafka_txn.writer.idempotent import AppWrite, start_app_write
@@ -77,8 +78,10 @@ def resolve_timeout(options: WriterOptions) -> int:
     """Check the cluster at the start of a write; return the transaction timeout to use.
 
     The cluster must be reachable with the given credentials (waiting at most
-    ``kafka.max.block.ms``) and the ``topic`` option's topic must exist, so that these
-    mistakes fail the query at its start instead of failing (and retrying) every task.
+    ``kafka.max.block.ms``), its brokers must serve every request the writer needs
+    (:mod:`.broker_support`: Kafka 3.0 or later) and the ``topic`` option's topic must
+    exist, so that these mistakes fail the query at its start instead of failing (and
+    retrying) every task.
     The timeout is the option, or the default capped by the broker. A successful check is
     kept in this process for the same settings (:data:`CHECKED`).
 
@@ -95,6 +98,8 @@ def resolve_timeout(options: WriterOptions) -> int:
     AuthorizationError
         If the principal may not describe the ``topic`` option's topic (the message
         names the ACL that allows it).
+    ProtocolError
+        If a broker lacks a request the writer needs (a Kafka release before 3.0).
     """
     key = (
         options.bootstrap_servers,
@@ -110,6 +115,7 @@ def _check(options: WriterOptions) -> int:
     where = f"the cluster at '{options.bootstrap_servers}' (option 'kafka.bootstrap.servers')"
     try:
         with acl_hints(options), pooled(options) as cluster:
+            check_brokers(cluster, options.bootstrap_servers)
             if options.topic is not None:
                 _check_topic(cluster, options.bootstrap_servers, options.topic)
             timeout = _resolve(cluster, options)

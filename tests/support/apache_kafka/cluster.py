@@ -1,16 +1,20 @@
-"""A real Apache Kafka cluster for tests and benchmarks: one or three KRaft nodes.
+"""A real Apache Kafka cluster for tests and benchmarks: one or three nodes, in KRaft mode or
+(releases before 4.0) ZooKeeper mode.
 
 :class:`ApacheKafka` formats KRaft storage for ``nodes`` combined broker+controller nodes on
-free loopback ports, starts each as a JVM from the release's published jars
-(:mod:`tests.support.apache_kafka.jars`) and returns once the cluster itself says every
-broker is registered and unfenced and the transaction and group coordinators answer; it
-never sleeps for readiness. A node can be killed (SIGKILL), hung (SIGSTOP, then SIGCONT)
-and restarted on its own data. Each node logs to ``<workdir>/node-<id>/server.log``;
-:meth:`ApacheKafka.close` removes the work directory unless ``keep_logs`` was set (the test
-fixtures set it when a test failed, and print where the logs are).
+free loopback ports (in ZooKeeper mode: starts one ZooKeeper server from the ZooKeeper jars
+the release depends on, and ``nodes`` brokers that keep their metadata there), starts each
+as a JVM from the release's published jars (:mod:`tests.support.apache_kafka.jars`) and
+returns once the cluster itself says every broker is registered and unfenced and the
+transaction and group coordinators answer; it never sleeps for readiness. A node can be
+killed (SIGKILL), hung (SIGSTOP, then SIGCONT) and restarted on its own data. Each node
+logs to ``<workdir>/node-<id>/server.log``; :meth:`ApacheKafka.close` removes the work
+directory unless ``keep_logs`` was set (the test fixtures set it when a test failed, and
+print where the logs are).
 
 Variants (:class:`Security`): PLAINTEXT; SASL_PLAINTEXT with SCRAM-SHA-256/512 (and PLAIN)
-users, optionally behind Kafka's ``StandardAuthorizer`` with super users; SASL_PLAINTEXT
+users, optionally behind Kafka's ``StandardAuthorizer`` (``AclAuthorizer`` in ZooKeeper mode)
+with super users; SASL_PLAINTEXT
 with OAUTHBEARER and Kafka's unsecured JWTs (the brokers' default validator; they log in
 with ``unsecuredLoginStringClaim_sub``, clients with librdkafka's or Java's unsecured
 login: any ``sub`` is accepted, the user names only name principals); SSL with client
@@ -18,6 +22,12 @@ certificates required. ``transaction_version`` formats the cluster with that
 ``transaction.version`` feature level (2 is the 4.x default; 1 is the pre-KIP-890 protocol;
 ``None`` keeps the release's default). The JVMs are sized for a 2-core machine: a 512 MiB
 heap, the serial collector, the C1 compiler only, two network and two I/O threads.
+
+Which mode (:func:`default_mode`): ``KAFKA_TXN_APACHE_MODE`` (``kraft`` or ``zookeeper``),
+else ZooKeeper for releases before 3.3, whose KRaft mode was early access or preview (not
+for production: KIP-833 marked it production ready in 3.3), and KRaft from 3.3 on. ZooKeeper
+mode has no feature levels (no ``transaction_version``); its authorizer is Kafka's
+``AclAuthorizer`` and its SCRAM users are created in ZooKeeper before the brokers start.
 """
 
 from __future__ import annotations
@@ -47,6 +57,71 @@ log = logging.getLogger(__name__)
 
 #: ApiVersions' API key (the launcher does not import the package under test).
 API_VERSIONS_KEY = 18
+
+#: Where the cluster keeps its metadata: a KRaft quorum of the nodes, or ZooKeeper.
+KRAFT = "kraft"
+ZOOKEEPER = "zookeeper"
+MODES = (KRAFT, ZOOKEEPER)
+
+#: The first release whose KRaft mode is production ready (KIP-833, Kafka 3.3); the last
+#: release with ZooKeeper mode is the 3.9 line (Kafka 4.0 removed it).
+KRAFT_PRODUCTION_READY = (3, 3)
+ZOOKEEPER_REMOVED = (4, 0)
+
+#: How long ZooKeeper keeps a broker's session after the broker stops answering: a broker
+#: killed with SIGKILL keeps its registration until then, and its restart waits for that.
+ZK_SESSION_TIMEOUT_MS = 6000
+
+#: ZooKeeper's settings (a standalone server): a 500 ms tick allows sessions of 1-10 s.
+ZOO_CFG = """\
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir={data}
+clientPort={port}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=srvr,dump
+"""
+
+#: JVM options of the ZooKeeper server (a small one: a few znodes).
+ZK_JVM_OPTS: tuple[str, ...] = (
+    "-Xms32m",
+    "-Xmx128m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:ActiveProcessorCount=2",
+    "-Djava.awt.headless=true",
+)
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def default_mode(version: str) -> str:
+    """How a cluster of Kafka ``version`` keeps its metadata: ``KAFKA_TXN_APACHE_MODE``
+    (``kraft`` or ``zookeeper``), else ZooKeeper before 3.3 (KRaft not yet production
+    ready there) and KRaft from 3.3 on.
+
+    Raises
+    ------
+    ValueError
+        For an unknown mode, or ZooKeeper mode on Kafka 4.0 or later (which has none).
+    """
+    explicit = os.environ.get("KAFKA_TXN_APACHE_MODE")
+    if explicit:
+        if explicit not in MODES:
+            raise ValueError(f"KAFKA_TXN_APACHE_MODE must be one of {MODES}, not {explicit!r}")
+        mode = explicit
+    else:
+        mode = KRAFT if _release(version) >= KRAFT_PRODUCTION_READY else ZOOKEEPER
+    if mode == ZOOKEEPER and _release(version) >= ZOOKEEPER_REMOVED:
+        raise ValueError(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
+    return mode
+
 
 #: How long a node may take to start (JVM start, log recovery, joining the quorum) before
 #: the launcher gives up; generous for a loaded 2-core machine.
@@ -286,18 +361,22 @@ class Node:
 
 
 class ApacheKafka:
-    """A KRaft cluster of Apache Kafka ``version`` with ``nodes`` combined nodes.
+    """A cluster of Apache Kafka ``version`` with ``nodes`` nodes: combined KRaft nodes, or
+    brokers beside one ZooKeeper server.
 
     Parameters
     ----------
     nodes
-        1 or 3 (every node is a broker and a controller voter).
+        1 or 3 (in KRaft mode every node is a broker and a controller voter).
     version
         The Kafka release (default: :func:`~tests.support.apache_kafka.jars.default_version`).
+    mode
+        :data:`KRAFT` or :data:`ZOOKEEPER` (default: :func:`default_mode` of the release).
     security
         The client listener's protocol, users and authorizer.
     transaction_version
-        The ``transaction.version`` feature level to format with (``None``: the default).
+        The ``transaction.version`` feature level to format with (``None``: the default;
+        KRaft mode only).
     config
         Broker settings on top of :data:`BASE_CONFIG`.
     jvm_opts
@@ -311,6 +390,7 @@ class ApacheKafka:
         nodes: int = 1,
         *,
         version: str | None = None,
+        mode: str | None = None,
         security: Security | None = None,
         transaction_version: int | None = None,
         config: Mapping[str, str] | None = None,
@@ -320,6 +400,11 @@ class ApacheKafka:
         if nodes not in (1, 3):
             raise ValueError(f"nodes must be 1 or 3, not {nodes}")
         self.version = version or default_version()
+        self.mode = mode or default_mode(self.version)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.mode == ZOOKEEPER and transaction_version is not None:
+            raise ValueError("ZooKeeper mode has no feature levels: transaction_version=None")
         self.security = security or Security()
         self.transaction_version = transaction_version
         self.extra_config = dict(config or {})
@@ -346,6 +431,9 @@ class ApacheKafka:
             )
             for i in range(1, nodes + 1)
         ]
+        #: ZooKeeper mode: the server's client port and its process.
+        self.zk_port = free_port() if self.mode == ZOOKEEPER else 0
+        self.zookeeper: subprocess.Popen[bytes] | None = None
 
     # -- addresses and client settings -------------------------------------------------
 
@@ -462,23 +550,37 @@ class ApacheKafka:
             "ssl.endpoint.identification.algorithm=",
         ]
 
-    def _server_properties(self, node: Node) -> str:
-        sec = self.security
-        listener = sec.listener
+    def _metadata_properties(self, node: Node) -> dict[str, str]:
+        """The settings that differ between KRaft and ZooKeeper mode."""
+        listener = self.security.listener
+        clients = f"{listener}://127.0.0.1:{node.port},PROXIED://127.0.0.1:{node.proxied_port}"
+        protocols = f"{listener}:{self.security.protocol},PROXIED:{self.security.protocol}"
+        if self.mode == ZOOKEEPER:
+            return {
+                "broker.id": str(node.node_id),
+                "zookeeper.connect": f"127.0.0.1:{self.zk_port}",
+                "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+                "listeners": clients,
+                "listener.security.protocol.map": protocols,
+            }
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
-        props: dict[str, str] = {
+        return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"{listener}://127.0.0.1:{node.port},"
-            f"PROXIED://127.0.0.1:{node.proxied_port},"
-            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "listeners": f"{clients},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
+        }
+
+    def _server_properties(self, node: Node) -> str:
+        sec = self.security
+        listener = sec.listener
+        props: dict[str, str] = {
+            **self._metadata_properties(node),
             "advertised.listeners": f"{listener}://127.0.0.1:{node.port},"
             f"PROXIED://127.0.0.1:{node.proxy_port}",
-            "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": listener,
-            "listener.security.protocol.map": f"{listener}:{sec.protocol},"
-            f"PROXIED:{sec.protocol},CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.data_dir),
             **BASE_CONFIG,
             **self._internal,
@@ -488,6 +590,8 @@ class ApacheKafka:
         if sec.authorizer:
             props["authorizer.class.name"] = (
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                if self.mode == KRAFT
+                else "kafka.security.authorizer.AclAuthorizer"
             )
             # The controller listener is PLAINTEXT: its principal is ANONYMOUS.
             supers = ["User:ANONYMOUS", *sec.super_users]
@@ -565,11 +669,15 @@ class ApacheKafka:
         return path
 
     def _format(self) -> None:
-        self.cluster_id = self.java("kafka.tools.StorageTool", "random-uuid").stdout.strip()
         for node in self.nodes:
             node.home.mkdir(parents=True, exist_ok=True)
             (node.home / "server.properties").write_text(self._server_properties(node))
             (node.home / "log4j2.properties").write_text(LOG4J2.format(log=node.log_file))
+        if self.mode == ZOOKEEPER:
+            self._zookeeper_users()
+            return
+        self.cluster_id = self.java("kafka.tools.StorageTool", "random-uuid").stdout.strip()
+        for node in self.nodes:
             args = ["format", "-t", self.cluster_id, "-c", str(node.home / "server.properties")]
             for mech in (
                 self.security.mechanisms if self.security.protocol.startswith("SASL") else ()
@@ -600,18 +708,111 @@ class ApacheKafka:
                 cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
 
+    # -- ZooKeeper mode ------------------------------------------------------------------
+
+    @property
+    def zk_home(self) -> Path:
+        return self.workdir / "zookeeper"
+
+    def _start_zookeeper(self) -> None:
+        """Start the ZooKeeper server (standalone, from the release's ZooKeeper jars) and
+        return once it answers ``srvr``."""
+        home = self.zk_home
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "zoo.cfg").write_text(ZOO_CFG.format(data=home / "data", port=self.zk_port))
+        (home / "log4j2.properties").write_text(LOG4J2.format(log=home / "server.log"))
+        cmd = [
+            "java",
+            *ZK_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+            "-cp",
+            classpath(self.version),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(home / "zoo.cfg"),
+        ]
+        with (home / "stdout.log").open("ab") as out:
+            self.zookeeper = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "Zookeeper version" not in self._zk_command("srvr"):
+            if self.zookeeper.poll() is not None or time.monotonic() > deadline:
+                tail = (home / "stdout.log").read_text(errors="replace")[-4000:]
+                raise KafkaLaunchError(f"ZooKeeper did not start:\n{tail}")
+            time.sleep(0.1)
+
+    def _zk_command(self, word: str) -> str:
+        """ZooKeeper's answer to a four-letter command (empty if it does not answer)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.zk_port), timeout=2) as sock:
+                sock.sendall(word.encode())
+                chunks = []
+                while chunk := sock.recv(65536):
+                    chunks.append(chunk)
+                return b"".join(chunks).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _wait_unregistered(self, node: Node) -> None:
+        """Wait until ZooKeeper dropped the registration of a broker that was killed (its
+        session expires after :data:`ZK_SESSION_TIMEOUT_MS`): a broker restarted while
+        ``/brokers/ids/<id>`` still exists refuses to start."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while f"/brokers/ids/{node.node_id}\n" in self._zk_command("dump"):
+            if time.monotonic() > deadline:
+                raise KafkaLaunchError(f"broker {node.node_id} still registered in ZooKeeper")
+            time.sleep(0.2)
+
+    def _zookeeper_users(self) -> None:
+        """Create the SCRAM users in ZooKeeper (before the brokers start, which read them
+        there; KRaft mode writes them at format time instead)."""
+        sec = self.security
+        scram = [m for m in sec.mechanisms if m.startswith("SCRAM")]
+        if not sec.protocol.startswith("SASL") or not scram:
+            return
+        for user, password in sec.users.items():
+            credentials = ",".join(f"{m}=[password={password}]" for m in scram)
+            done = self.java(
+                "kafka.admin.ConfigCommand",
+                "--zookeeper",
+                f"127.0.0.1:{self.zk_port}",
+                "--alter",
+                "--add-config",
+                credentials,
+                "--entity-type",
+                "users",
+                "--entity-name",
+                user,
+            )
+            if done.returncode != 0:
+                # Not the command line: it holds the password.
+                raise KafkaLaunchError(f"creating SCRAM user {user} failed:\n{done.stderr}")
+
+    # -- lifecycle ----------------------------------------------------------------------
+
     def start(self) -> ApacheKafka:
-        """Format, start every node and wait until the cluster is ready."""
+        """Format (or, in ZooKeeper mode, start ZooKeeper), start every node and wait until
+        the cluster is ready."""
         classpath(self.version)  # fetch before timing anything
-        self._format()
-        for node in self.nodes:
-            node.proxy = KafkaProxy(node.proxy_port, ("127.0.0.1", node.proxied_port))
-            self._spawn(node)
-        self.wait_ready()
-        self._wait_coordinators()
+        try:
+            if self.mode == ZOOKEEPER:
+                self._start_zookeeper()
+            self._format()
+            for node in self.nodes:
+                node.proxy = KafkaProxy(node.proxy_port, ("127.0.0.1", node.proxied_port))
+                self._spawn(node)
+            self.wait_ready()
+            self._wait_coordinators()
+        except BaseException:
+            # No process outlives a failed start (a ``with`` block never reaches
+            # ``__exit__`` then); the logs stay for the error's reader.
+            self.keep_logs = True
+            self.close()
+            raise
         log.info(
-            "Apache Kafka %s up: %d node(s) at %s (%s)",
+            "Apache Kafka %s up (%s): %d node(s) at %s (%s)",
             self.version,
+            self.mode,
             len(self.nodes),
             self.bootstrap_servers,
             self.workdir,
@@ -700,6 +901,9 @@ class ApacheKafka:
             consumer.close()
 
     def _check_alive(self) -> None:
+        if self.zookeeper is not None and self.zookeeper.poll() is not None:
+            tail = (self.zk_home / "stdout.log").read_text(errors="replace")[-4000:]
+            raise KafkaLaunchError(f"ZooKeeper exited with {self.zookeeper.returncode}:\n{tail}")
         for node in self.nodes:
             exited = node.process is not None and node.process.poll() is not None
             if exited and not node.expected_down:
@@ -751,6 +955,8 @@ class ApacheKafka:
         if node.alive:
             self.stop_node(node_id)
         node.expected_down = False
+        if self.mode == ZOOKEEPER:
+            self._wait_unregistered(node)
         self._spawn(node)
         if wait:
             self.wait_ready()
@@ -775,6 +981,13 @@ class ApacheKafka:
         for node in self.nodes:
             if node.proxy is not None:
                 node.proxy.close()
+        if self.zookeeper is not None and self.zookeeper.poll() is None:
+            self.zookeeper.terminate()
+            try:
+                self.zookeeper.wait(30)
+            except subprocess.TimeoutExpired:
+                self.zookeeper.kill()
+                self.zookeeper.wait()
         if self.keep_logs:
             log.warning("Apache Kafka logs kept in %s", self.workdir)
         else:

@@ -1,6 +1,7 @@
 """Apache Kafka's broker and tool jars, fetched from Maven Central with Maven and cached.
 
-The jars of one Kafka release (``kafka_2.13`` for the broker and the KRaft controller,
+The jars of one Kafka release (``kafka_2.13`` for the broker and the KRaft controller, with
+its runtime dependencies, among them ZooKeeper's server for releases before 4.0,
 ``kafka-tools`` for the command-line tools, log4j2 behind SLF4J 2 for their logs) are
 fetched by :func:`tests.support.maven.copy_dependencies` into
 ``<cache>/apache-kafka/<version>/lib`` (the cache, ``mvn`` and the locking are described
@@ -51,10 +52,11 @@ def default_version() -> str:
 
 
 def _drop_slf4j1_bindings(staged: Path) -> None:
-    # SLF4J 1.x bindings of older releases would be ignored with a warning by SLF4J 2;
-    # log4j2 is the one binding.
-    for stale in staged.glob("slf4j-reload4j-*.jar"):
-        stale.unlink()
+    # SLF4J 1.x bindings of older releases (reload4j from 3.2 on, log4j 1.2 before) would
+    # be ignored with a warning by SLF4J 2; log4j2 is the one binding.
+    for pattern in ("slf4j-reload4j-*.jar", "slf4j-log4j12-*.jar"):
+        for stale in staged.glob(pattern):
+            stale.unlink()
 
 
 def kafka_lib(version: str | None = None) -> Path:

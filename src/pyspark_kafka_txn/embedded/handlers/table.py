@@ -52,12 +52,20 @@ def apis_for(config: ClusterConfig) -> dict[int, ApiSpec]:
 
     InitProducerId v6 (KIP-939) is still ``latestVersionUnstable`` in Kafka 4.3, so it is
     advertised only as by a broker with ``unstable.api.versions.enable=true``
-    (``unstable_api_versions``), which ``transaction_two_phase_commit`` implies.
+    (``unstable_api_versions``), which ``transaction_two_phase_commit`` implies. Then the
+    test aid ``api_max_versions`` caps APIs as an older release would serve them.
     """
-    if not (config.transaction_two_phase_commit or config.unstable_api_versions):
-        return APIS
     apis = dict(APIS)
-    apis[INIT_PRODUCER_ID] = dataclasses.replace(
-        APIS[INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
-    )
+    if config.transaction_two_phase_commit or config.unstable_api_versions:
+        apis[INIT_PRODUCER_ID] = dataclasses.replace(
+            APIS[INIT_PRODUCER_ID], max_version=txn.INIT_PRODUCER_ID_2PC_VERSION
+        )
+    for api_key, highest in config.api_max_versions:
+        spec = apis.get(api_key)
+        if spec is None:
+            continue
+        if highest < spec.min_version:
+            del apis[api_key]
+        else:
+            apis[api_key] = dataclasses.replace(spec, max_version=min(highest, spec.max_version))
     return apis

@@ -22,7 +22,8 @@ from pyspark_kafka_txn.writer.commit import commit_batch
 from pyspark_kafka_txn.writer.decision import read_decision, withdraw_decision, write_decision
 from pyspark_kafka_txn.writer.prefix_change import refuse_other_prefix
 from pyspark_kafka_txn.writer.task import TaskIdentity, write_task
-from tests.support.lso import assert_nothing_open
+from tests.support.hang import wait_until
+from tests.support.lso import assert_nothing_open, lso
 from tests.support.readback import read_records
 from tests.support.target import KafkaTarget
 from tests.support.txns import leave_open, open_transactions
@@ -60,10 +61,15 @@ def test_another_prefix_left_open_undecided_is_aborted(kafka: KafkaTarget) -> No
     other_query = f"{old}{uuid.uuid4()}-0"
     leave_open(bs, f"{old}{query}-0", topic, 0, [b"undecided"], timeout_ms=600_000)
     leave_open(bs, other_query, topic, 0, [b"other query"], timeout_ms=600_000)
+    assert lso(bs, topic, 0) == 0  # offset 0, this query's undecided record, pins the LSO
     with ClusterClient(bs) as cluster:
         refuse_other_prefix(cluster, new, query, 0)
     # This query's transaction under the old prefix is aborted; another query's is not.
+    # Seen by librdkafka too (not only by the listing under test): the LSO moves to offset
+    # 1, the other query's open record, once the abort's marker is written.
+    wait_until("the undecided transaction's abort marker", lambda: lso(bs, topic, 0) == 1)
     assert list(open_transactions(bs, old)) == [other_query]
+    assert read_records(bs, topic, 1, isolation="read_committed") == []  # none of it visible
 
 
 # -- how often commit_batch looks ---------------------------------------------------------

@@ -185,8 +185,13 @@ def test_abort_ends_a_killed_task_transaction_its_moving_coordinator_lists_nowhe
         "transaction", killed, (old + 1) % 3, unowned_s=UNOWNED_S, loading_s=LOADING_S
     )
     assert open_transactions(bs, prefix) == {}  # the gap: no broker lists it
+    refused = kafka3.embedded.call(lambda c: c.unowned_refused(COORDINATOR_TXN, killed))
 
     abort_batch(writer_options(bs, topic, prefix), [None], 0, query_id=job)
+
+    # The abort's own requests met the gap (its listing comes first): else it proved nothing.
+    met = kafka3.embedded.call(lambda c: c.unowned_refused(COORDINATOR_TXN, killed))
+    assert met > refused, "the abort never met the coordinator's gap"
 
     # Ended by the abort (its timeout is 10 min): the 5 records and the abort marker, the
     # LSO at the high watermark, nothing visible.

@@ -77,7 +77,7 @@ TIMEOUT_MS = 240_000
 ROWS = 20
 #: Embedded cluster: markers written this long after EndTxn, and the handover's two phases.
 MARKER_DELAY_S = 1.0
-UNOWNED_S = 1.5
+UNOWNED_S = 3.0
 LOADING_S = 0.5
 #: Apache Kafka: how long ``commit()`` gets to return early once the move is over, before
 #: the batch's markers are released.
@@ -219,7 +219,12 @@ def _embedded_move(kafka: EmbeddedKafka) -> None:
         kafka.move_leader(topic, 0, (leader + 1) % 3)  # the output partition moves too
         # The gap, as an independent client sees it: no broker lists the transaction.
         assert {n: _listed_by(a, tid) for n, a in addresses.items()} == dict.fromkeys(addresses)
+        refused = kafka.call(lambda c: c.unowned_refused(COORDINATOR_TXN, tid))
         assert commit.returned.wait(HANG_S), "commit() did not return"
+        # commit()'s own polls met the gap (it polls at least every 0.5 s): else the test
+        # proved nothing about a transaction listed nowhere.
+        met = kafka.call(lambda c: c.unowned_refused(COORDINATOR_TXN, tid))
+        assert met > refused, "commit() never met the coordinator's gap"
         seen_at_return = _visible(bs, topic)
     finally:
         kafka.set_marker_delay(0.0)

@@ -347,10 +347,10 @@ def test_a_completing_commit_is_waited_for_not_aborted(
     handle = _write(
         ProducerConfig(bs, f"{prefix}0", transaction_version=tv), topic, values, commit=None
     )
-    kafka.set_marker_delay(0.5)
+    kafka.set_marker_delay(3.0)  # the window in which the listing and the CLI must run
     try:
         with ClusterClient(bs) as cluster:
-            end_transaction(cluster, handle, commit=True)  # PrepareCommit for 0.5 s
+            end_transaction(cluster, handle, commit=True)  # PrepareCommit for 3 s
             [txn] = find_open_transactions(cluster, prefix)
             assert txn.state == "PrepareCommit" and txn.completing
             code, out, err = _run_cli(

@@ -160,6 +160,9 @@ class Cluster:
         self.coordinator_overrides: dict[tuple[int, int], int] = {}
         #: Coordinator partitions between two nodes (not persisted: a restart ends them).
         self.handovers: dict[tuple[int, int], Handover] = {}
+        #: Per coordinator partition, the requests for one of its keys that its new node
+        #: refused while no node owned it (a test's proof that its gap was met).
+        self.unowned_refusals: dict[tuple[int, int], int] = {}
         self.storage = Storage(config.data_dir) if config.data_dir is not None else None
         self.offsets = GroupOffsets(
             sink=self.storage.line_sink(OFFSETS_TOPIC) if self.storage else None
@@ -558,8 +561,17 @@ class Cluster:
         if handover is None:
             return ErrorCode.none
         if time.monotonic() < handover.owned_at:
+            self.unowned_refusals[(key_type, part)] = (
+                self.unowned_refusals.get((key_type, part), 0) + 1
+            )
             return ErrorCode.not_coordinator
         return ErrorCode.coordinator_load_in_progress
+
+    def unowned_refused(self, key_type: int, key: str) -> int:
+        """How many requests (one per key a listing skipped) for the keys of ``key``'s
+        coordinator partition its new node refused while a handover left it unowned."""
+        part = coordinator_partition(key, OFFSETS_TOPIC_PARTITIONS)
+        return self.unowned_refusals.get((key_type, part), 0)
 
     def loading_on(self, key_type: int, node: int) -> bool:
         """Whether ``node`` is loading a partition it took over (Kafka then answers

@@ -8,6 +8,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from confluent_kafka.admin import AdminClient
+from kio.schema.errors import ErrorCode
 
 from pyspark_kafka_txn.client.admin import (
     create_topics,
@@ -15,12 +16,14 @@ from pyspark_kafka_txn.client.admin import (
     describe_transactions,
     fetch_offsets,
     list_transactions,
+    literal,
 )
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import ProducerConfig, TransactionalProducer
 from pyspark_kafka_txn.errors import BrokerError
-from pyspark_kafka_txn.wire import TopicPartition
+from pyspark_kafka_txn.wire import LIST_TRANSACTIONS, TopicPartition
 from tests.support.clusters import CheckedKafka
+from tests.support.protocol import raw_request, request_module
 from tests.support.target import KafkaTarget
 
 HANG_S = 60.0  # hang detector, never a timing assertion
@@ -105,3 +108,87 @@ def test_cluster_listings_ride_out_a_pooled_connection_the_broker_closed() -> No
         assert own.drop_connections() >= 3  # the fault really happened
         assert cluster.brokers() == known
         assert list_transactions(cluster) == []
+
+
+# -- ListTransactions' id pattern (KIP-1152) ------------------------------------------------
+
+
+def _open(bootstrap: str, topic: str, tids: list[str]) -> list[TransactionalProducer]:
+    """A transaction left open (one record) under each of ``tids``."""
+    producers = []
+    for tid in tids:
+        producer = TransactionalProducer(ProducerConfig(bootstrap, tid))
+        producers.append(producer)
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.produce(topic, pa.array([tid.encode()]), partitions=pa.array([0]))
+        producer.flush()
+    return producers
+
+
+def _raw_listing(bootstrap: str, pattern: str | None) -> tuple[set[int], set[str]]:
+    """ListTransactions v2 sent as it is to every broker (addresses from librdkafka, no
+    client of ours): the error codes and the ids of their answers."""
+    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+    request = request_module(LIST_TRANSACTIONS, 2).ListTransactionsRequest
+    codes, ids = set(), set()
+    for broker in brokers.values():
+        body = request(
+            state_filters=(),
+            producer_id_filters=(),
+            duration_filter=-1,
+            transactional_id_pattern=pattern,
+        )
+        answer = raw_request((broker.host, broker.port), LIST_TRANSACTIONS, 2, body)
+        codes.add(int(answer.error_code))
+        ids |= {str(t.transactional_id) for t in answer.transaction_states}
+    return codes, ids
+
+
+def test_an_id_pattern_lists_only_the_whole_ids_it_matches(kafka: KafkaTarget) -> None:
+    """The brokers that serve ListTransactions v2 (the embedded cluster, Apache Kafka from
+    4.1) filter by the pattern themselves, matching the whole id; our client asks them so
+    (and filters alike for older brokers: the next test)."""
+    bs = kafka.bootstrap_servers
+    topic = kafka.create_topic(partitions=1)
+    p = f"kip1152.{uuid.uuid4().hex[:6]}-"  # a '.' and '-' that must be taken literally
+    mine, others = [f"{p}q-0", f"{p}q-1"], [f"{p}qq-0", f"x{p}q-0", f"{p.replace('.', 'x')}q-0"]
+    producers = _open(bs, topic, mine + others)
+    try:
+        with ClusterClient(bs) as cluster:
+            ours = literal(f"{p}q-") + "[0-9]+"
+            listed = list_transactions(cluster, id_pattern=ours)
+            assert sorted(t.transactional_id for t in listed) == mine
+            every = {t.transactional_id for t in list_transactions(cluster)}
+            assert set(mine + others) <= every  # the filter left the others out
+            served = {
+                cluster.connection(n).version(LIST_TRANSACTIONS, 0, 2) for n in cluster.brokers()
+            }
+        if served != {2}:  # Apache Kafka before 4.1 (make compat): the client filtered
+            return
+        # The brokers' own filtering, as Kafka defines it: the whole id must match.
+        assert _raw_listing(bs, literal(p) + ".*") == ({0}, {*mine, f"{p}qq-0"})
+        assert _raw_listing(bs, literal(p)) == ({0}, set())  # a mere prefix matches none
+        assert _raw_listing(bs, "")[1] >= {*mine, *others}  # empty: no filter
+        assert _raw_listing(bs, "(") == ({ErrorCode.invalid_regular_expression}, set())
+    finally:
+        for producer in producers:
+            producer.abort_transaction()
+            producer.close()
+
+
+def test_an_id_pattern_is_applied_by_the_client_for_a_broker_before_kip_1152() -> None:
+    with CheckedKafka(api_max_versions=((LIST_TRANSACTIONS, 1),)) as old:
+        topic = f"old-{uuid.uuid4().hex[:8]}"
+        with ClusterClient(old.bootstrap_servers) as cluster:
+            create_topics(cluster, {topic: 1})
+        producers = _open(old.bootstrap_servers, topic, ["a-0", "a-1", "b-0"])
+        try:
+            with ClusterClient(old.bootstrap_servers) as cluster:
+                assert cluster.connection(0).version(LIST_TRANSACTIONS, 0, 2) == 1
+                listed = list_transactions(cluster, id_pattern=literal("a-") + "[0-9]+")
+            assert sorted(t.transactional_id for t in listed) == ["a-0", "a-1"]
+        finally:
+            for producer in producers:
+                producer.abort_transaction()
+                producer.close()

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import re
+import string
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +56,7 @@ __all__ = [
     "describe_transactions",
     "fetch_offsets",
     "list_transactions",
+    "literal",
 ]
 
 
@@ -178,12 +181,20 @@ def describe_broker_configs(
     return cluster.retrying("DescribeConfigs", call)
 
 
+def literal(text: str) -> str:
+    """``text`` as a regular expression that matches exactly it, in the syntax RE2 (Kafka's
+    engine for ListTransactions' id pattern) and Python's ``re`` read alike: every ASCII
+    punctuation character escaped, the rest as is."""
+    return "".join("\\" + c if c in string.punctuation else c for c in text)
+
+
 def list_transactions(
     cluster: ClusterClient,
     *,
     states: Iterable[str] = (),
     producer_ids: Iterable[int] = (),
     min_duration_ms: int = -1,
+    id_pattern: str | None = None,
 ) -> list[TransactionListing]:
     """ListTransactions on every broker, filters AND-ed.
 
@@ -191,19 +202,31 @@ def list_transactions(
     Kafka 3.8 on. An older broker (v0) cannot filter by age: it lists every transaction
     the other filters match, so a caller that needs the age checks it itself, from
     :func:`describe_transactions`' start time (``writer/abandoned.py`` does).
+
+    ``id_pattern``: a regular expression the whole transactional id must match, in the
+    syntax RE2 and Python's ``re`` share (build it with :func:`literal`). A broker that
+    serves ListTransactions v2 (KIP-1152, Kafka 4.1 on) filters by it, so that the answer
+    holds only the ids asked about however many transactions other writers have open;
+    an older broker lists them all and the ids are filtered here, with the same result.
     """
+    states, producer_ids = tuple(states), tuple(producer_ids)
+    matcher = re.compile(id_pattern) if id_pattern else None
     out: list[TransactionListing] = []
     for node in sorted(cluster.brokers()):
 
         def call(node: int = node) -> list[TransactionListing]:
             conn = cluster.connection(node)
-            version = conn.version(LIST_TRANSACTIONS, 0, 1)
+            version = conn.version(LIST_TRANSACTIONS, 0, 2 if matcher else 1)
+            pattern: dict[str, Any] = (
+                {"transactional_id_pattern": id_pattern} if version >= 2 else {}
+            )
             body = conn.request(
                 LIST_TRANSACTIONS,
                 version,
-                state_filters=tuple(states),
-                producer_id_filters=tuple(producer_ids),
+                state_filters=states,
+                producer_id_filters=producer_ids,
                 duration_filter=min_duration_ms,
+                **pattern,
             )
             if body.error_code != ErrorCode.none:
                 raise BrokerError(body.error_code, f"ListTransactions on broker {node}")
@@ -212,6 +235,7 @@ def list_transactions(
                     str(t.transactional_id), int(t.producer_id), str(t.transaction_state)
                 )
                 for t in body.transaction_states
+                if matcher is None or matcher.fullmatch(str(t.transactional_id))
             ]
 
         out.extend(cluster.retrying("ListTransactions", call))

@@ -44,7 +44,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions
+from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions, literal
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
 from pyspark_kafka_txn.options.writer import WriterOptions
@@ -220,7 +220,12 @@ def end_abandoned(cluster: ClusterClient, options: WriterOptions, query_id: str)
     tids = sorted(
         {
             t.transactional_id
-            for t in list_transactions(cluster, states=OPEN_STATES, min_duration_ms=oldest_ms)
+            for t in list_transactions(
+                cluster,
+                states=OPEN_STATES,
+                min_duration_ms=oldest_ms,
+                id_pattern=literal(prefix) + ".*" if prefix else None,
+            )
             if query_of(prefix, t.transactional_id) not in (None, query_id)
         }
     )

@@ -44,6 +44,7 @@ from pyspark_kafka_txn.client.admin import (
     TransactionDescription,
     describe_transactions,
     list_transactions,
+    literal,
 )
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import PreparedTransaction, end_transaction
@@ -240,7 +241,8 @@ def list_prefix(
         bounded retries).
     """
     listed: dict[str, str] = {}
-    for t in list_transactions(cluster, states=states, producer_ids=producer_ids):
+    mine = literal(prefix) + ".*" if prefix else None
+    for t in list_transactions(cluster, states=states, producer_ids=producer_ids, id_pattern=mine):
         tid = t.transactional_id
         if tid.startswith(prefix) and (
             tid not in listed or _LISTING_RANK.get(t.state, 0) > _LISTING_RANK.get(listed[tid], 0)

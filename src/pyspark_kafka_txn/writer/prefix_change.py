@@ -41,7 +41,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions
+from pyspark_kafka_txn.client.admin import describe_transactions, list_transactions, literal
 from pyspark_kafka_txn.client.errors import authorization_error
 from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.errors import AuthorizationError, BrokerError, ConfigError
@@ -110,7 +110,9 @@ def other_prefixes(cluster: ClusterClient, prefix: str, query_id: str) -> dict[s
         other = _prefix_before(group, tail)
         if other is not None and other != prefix:
             found.setdefault(other, [])
-    for txn in list_transactions(cluster, states=OPEN_STATES):
+    # Only the ids of this query under any prefix: {other}{query_id}-{partition}.
+    ours = ".*" + literal(f"{query_id}-") + "[0-9]+"
+    for txn in list_transactions(cluster, states=OPEN_STATES, id_pattern=ours):
         head, sep, partition = txn.transactional_id.rpartition("-")
         other = _prefix_before(head, query_id) if sep and partition.isdigit() else None
         if other is not None and other != prefix:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -473,14 +474,38 @@ def describe_transactions(ctx: Context, req: Any) -> Any:
     )
 
 
+#: What Python's ``re`` accepts and RE2 (the engine of Kafka's id pattern) refuses:
+#: lookarounds, backreferences (numbered or named) and possessive or atomic forms.
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+")
+
+
+def _id_pattern(text: str | None) -> re.Pattern[str] | None:
+    """ListTransactions v2's ``TransactionalIdPattern`` (KIP-1152) compiled, None for no
+    filter (null or empty, as Kafka reads it). Kafka compiles it with RE2 and keeps an id
+    when the whole id matches.
+
+    Raises
+    ------
+    re.error
+        For a pattern RE2 refuses (what Python's ``re`` refuses too, and the forms only
+        Python accepts).
+    """
+    if not text:
+        return None
+    if _NOT_RE2.search(text):
+        raise re.error(f"not an RE2 regular expression: {text!r}")
+    return re.compile(text)
+
+
 def list_transactions(ctx: Context, req: Any) -> Any:
-    """ListTransactions v0-1: the transactions this node coordinates, filtered.
+    """ListTransactions v0-2: the transactions this node coordinates, filtered.
 
     Filters are AND-ed: state names (unknown ones echoed in ``unknown_state_filters``),
-    producer ids, and (v1) a minimum running duration, measured as Kafka measures it
+    producer ids, (v1) a minimum running duration, measured as Kafka measures it
     from the last transaction's start time, kept after its completion; an id without one
-    (Empty: -1) passes every duration. Dead ids are never listed, nor ids the principal
-    may not DESCRIBE.
+    (Empty: -1) passes every duration; (v2, KIP-1152) a regular expression the whole
+    transactional id must match (an invalid one: INVALID_REGULAR_EXPRESSION). Dead ids
+    are never listed, nor ids the principal may not DESCRIBE.
 
     A coordinator move with a handover (``Cluster.move_coordinator``) is answered as
     Kafka's ``TransactionStateManager.listTransactionStates`` answers it: while no node
@@ -493,6 +518,16 @@ def list_transactions(ctx: Context, req: Any) -> Any:
             mod.ListTransactionsResponse,
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.coordinator_load_in_progress,
+            unknown_state_filters=(),
+            transaction_states=(),
+        )
+    try:
+        pattern = _id_pattern(getattr(req, "transactional_id_pattern", None))
+    except re.error:
+        return build(
+            mod.ListTransactionsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.invalid_regular_expression,
             unknown_state_filters=(),
             transaction_states=(),
         )
@@ -511,6 +546,8 @@ def list_transactions(ctx: Context, req: Any) -> Any:
         if req.state_filters and meta.state.value not in states:
             continue
         if pids and meta.producer_id not in pids:
+            continue
+        if pattern is not None and pattern.fullmatch(tid) is None:
             continue
         # Kafka's test: now - start > filter, also for the start of -1 (Empty: listed).
         if duration_ms >= 0 and not now - meta.start_ms > duration_ms:
@@ -572,5 +609,5 @@ SPECS = (
         txn_offset_commit_error,
     ),
     ApiSpec(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, describe_transactions),
-    ApiSpec(LIST_TRANSACTIONS, "ListTransactions", 0, 1, list_transactions),
+    ApiSpec(LIST_TRANSACTIONS, "ListTransactions", 0, 2, list_transactions),
 )

@@ -151,7 +151,7 @@ def test_an_id_pattern_lists_only_the_whole_ids_it_matches(kafka: KafkaTarget) -
     (and filters alike for older brokers: the next test)."""
     bs = kafka.bootstrap_servers
     topic = kafka.create_topic(partitions=1)
-    p = f"kip1152.{uuid.uuid4().hex[:6]}-"  # a '.' and '-' that must be taken literally
+    p = f"kip_1152.{uuid.uuid4().hex[:6]}-"  # '_', '.' and '-' taken literally
     mine, others = [f"{p}q-0", f"{p}q-1"], [f"{p}qq-0", f"x{p}q-0", f"{p.replace('.', 'x')}q-0"]
     producers = _open(bs, topic, mine + others)
     try:
@@ -170,7 +170,7 @@ def test_an_id_pattern_lists_only_the_whole_ids_it_matches(kafka: KafkaTarget) -
         assert _raw_listing(bs, literal(p) + ".*") == ({0}, {*mine, f"{p}qq-0"})
         assert _raw_listing(bs, literal(p)) == ({0}, set())  # a mere prefix matches none
         assert _raw_listing(bs, "")[1] >= {*mine, *others}  # empty: no filter
-        refused = ({ErrorCode.invalid_regular_expression}, set())
+        refused: tuple[set[int], set[str]] = ({ErrorCode.invalid_regular_expression}, set())
         assert _raw_listing(bs, "(") == refused
         assert _raw_listing(bs, literal(p) + "(?=q).*") == refused  # RE2 has no lookahead
         assert _raw_listing(bs, r"(k)\1.*") == refused  # nor backreferences

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import re
-import string
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -181,11 +180,16 @@ def describe_broker_configs(
     return cluster.retrying("DescribeConfigs", call)
 
 
+#: The characters with a meaning in a regular expression outside a class, in RE2 (Kafka's
+#: engine for ListTransactions' id pattern) and in Python's ``re`` alike.
+_META = frozenset("\\.^$|?*+()[]{}")
+
+
 def literal(text: str) -> str:
-    """``text`` as a regular expression that matches exactly it, in the syntax RE2 (Kafka's
-    engine for ListTransactions' id pattern) and Python's ``re`` read alike: every ASCII
-    punctuation character escaped, the rest as is."""
-    return "".join("\\" + c if c in string.punctuation else c for c in text)
+    """``text`` as a regular expression that matches exactly it, read alike by RE2 and
+    Python's ``re``: each metacharacter escaped with a backslash (both take an escaped
+    punctuation character as itself), every other character as is."""
+    return "".join("\\" + c if c in _META else c for c in text)
 
 
 def list_transactions(

@@ -513,24 +513,22 @@ def list_transactions(ctx: Context, req: Any) -> Any:
     loads a partition, the whole answer is COORDINATOR_LOAD_IN_PROGRESS.
     """
     mod = response_module(LIST_TRANSACTIONS, ctx.version)
-    if ctx.cluster.loading_on(COORDINATOR_TXN, ctx.node_id):
+
+    def refused(code: ErrorCode) -> Any:
         return build(
             mod.ListTransactionsResponse,
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.coordinator_load_in_progress,
+            error_code=code,
             unknown_state_filters=(),
             transaction_states=(),
         )
+
+    if ctx.cluster.loading_on(COORDINATOR_TXN, ctx.node_id):
+        return refused(ErrorCode.coordinator_load_in_progress)
     try:
         pattern = _id_pattern(getattr(req, "transactional_id_pattern", None))
     except re.error:
-        return build(
-            mod.ListTransactionsResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.invalid_regular_expression,
-            unknown_state_filters=(),
-            transaction_states=(),
-        )
+        return refused(ErrorCode.invalid_regular_expression)
     valid = {s.value for s in TxnState}
     unknown = tuple(s for s in req.state_filters if s not in valid)
     states = set(req.state_filters) - set(unknown)

@@ -11,7 +11,10 @@ test uses the fixture.
 
 * ``local`` (default): ``local[2,2]``, one JVM (a failed task is retried once);
 * ``local-cluster``: ``local-cluster[2,1,1024]``, separate executor JVMs;
-* ``connect``: a Spark Connect client (``SparkSession.builder.remote("local[2,2]")``).
+* ``connect``: a Spark Connect client (``SparkSession.builder.remote("local[2,2]")``);
+* ``connect-cluster``: a Spark Connect client of a server whose executors are separate
+  JVMs (``remote("local-cluster[2,1,1024]")``): ``make test`` runs the Spark tests again
+  in this mode once, which covers what the two modes above add to ``local``.
 
 The ``kafka_txn`` source is not registered explicitly: Spark discovers it because the
 package is named ``pyspark_*`` and exposes ``DefaultSource``.
@@ -90,12 +93,15 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     builder = SparkSession.builder.appName("kafka_txn-tests")
     if MODE == "connect":
         builder = builder.remote("local[2,2]")
+    elif MODE == "connect-cluster":
+        builder = builder.remote("local-cluster[2,1,1024]")
     elif MODE == "local-cluster":
         builder = builder.master("local-cluster[2,1,1024]")
     else:
         assert MODE == "local", f"unknown KAFKA_TXN_SPARK={MODE!r}"
         builder = builder.master("local[2,2]")
-    if MODE != "connect":  # static settings a Connect client cannot change
+    connect = MODE.startswith("connect")
+    if not connect:  # static settings a Connect client cannot change
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="spark-warehouse-")
         )
@@ -109,7 +115,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         .config("spark.sql.streaming.stopTimeout", "10s")
         .getOrCreate()
     )
-    if MODE != "connect":
+    if not connect:
         session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -52,40 +52,41 @@ JOBS := tests/notebooks tests/packaging tests/chaos
 OWN_LEGS := $(addprefix --ignore=,$(JOBS) tests/spark_versions)
 # The Spark tests: every test of the session's SparkSession (marker spark, given at
 # collection to every user of the spark fixture) and those running a Spark of their own.
-SPARK_TESTS := -m 'spark or own_spark' $(OWN_LEGS)
+# Tests marked compat run in make compat only (CI's time; tests/README.md).
+SPARK_TESTS := -m '(spark or own_spark) and not compat' $(OWN_LEGS)
 # The Apache Kafka leg: every test that talks to the session's cluster (the others are
 # deselected), against a single-node Apache Kafka.
-APACHE_KAFKA_TESTS := $(OWN_LEGS)
+APACHE_KAFKA_TESTS := -m 'not compat' $(OWN_LEGS)
 # Run in the first (local master) leg only: what they check is the same in every session.
 ONCE_ONLY := --ignore=tests/reader/test_parity_reader.py --ignore=tests/writer/test_parity_writer.py
 
-# The Spark tests again with separate executor JVMs, then through Spark Connect (tests
-# that run their own Spark in a child process run once: in the first leg, or the driver
-# kills in the Apache Kafka leg; the comparisons with Spark's built-in connector run in the
-# first leg, as they test what the options mean, the same in every session).
-SPARK_AGAIN := -m 'spark and not own_spark' $(ONCE_ONLY)
+# The Spark tests again through Spark Connect, its server's executors separate JVMs
+# (local-cluster): what both add to a local session, in one leg (tests that run their own
+# Spark in a child process run once: in the first leg, or the driver kills in the Apache
+# Kafka leg; the comparisons with Spark's built-in connector run in the first leg, as they
+# test what the options mean, the same in every session).
+SPARK_AGAIN := -m 'spark and not own_spark and not compat' $(ONCE_ONLY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver
 # (marker driver_kill) run in the Apache Kafka leg instead. JOBS run in the Spark lane,
 # which is the shorter one.
 EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
-NOT_SPARK := -m 'not spark and not own_spark' $(addprefix --ignore=,$(JOBS))
+NOT_SPARK := -m 'not spark and not own_spark and not compat' $(addprefix --ignore=,$(JOBS))
 
 # Two lanes at once (a leg keeps the machine less than half busy; each lane's output is
-# printed whole once both have ended, then every leg's time): the Spark tests in each Spark
-# mode and the smoke suite on the older PySpark releases (Spark Connect and the smoke suite
-# share its one port, so one lane), beside the other tests on the embedded cluster and the
-# Apache Kafka leg.
+# printed whole once both have ended, then every leg's time), of about equal length: the
+# Spark tests in each Spark mode, the smoke suite on the oldest PySpark line (Spark
+# Connect and the smoke suite share its one port, so one lane) and the other tests on the
+# embedded cluster, beside the Apache Kafka leg and the jobs.
 test: lint kcat maven
 	$(PY) -m tests.support.lanes \
 	  --lane "spark-local=$(EMBEDDED) $(SPARK_TESTS)" \
-	    "embedded-jobs=$(EMBEDDED) -m 'not compat' $(JOBS)" \
-	    "spark-local-cluster=KAFKA_TXN_SPARK=local-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
-	    "spark-connect=KAFKA_TXN_SPARK=connect $(PY) -m pytest $(SPARK_AGAIN)" \
-	    "spark-versions=$(MAKE) spark-versions" \
-	  --lane "embedded=$(EMBEDDED) $(NOT_SPARK)" \
-	    "apache-kafka=$(APACHE_LEG)"
+	    "spark-connect-cluster=KAFKA_TXN_SPARK=connect-cluster $(PY) -m pytest $(SPARK_AGAIN)" \
+	    "spark-versions=$(MAKE) spark-versions SPARK_VERSIONS='$(CI_SPARK_VERSIONS)'" \
+	    "embedded=$(EMBEDDED) $(NOT_SPARK)" \
+	  --lane "apache-kafka=$(APACHE_LEG)" \
+	    "embedded-jobs=$(EMBEDDED) -m 'not compat' $(JOBS)"
 
 # The Spark tests, the writer's and the client's against a matrix of Apache Kafka releases,
 # node counts and transaction versions, then the tests marked compat (not in CI: over an
@@ -98,7 +99,7 @@ test: lint kcat maven
 COMPAT ?= 3.0.2:1:- 3.0.2:3:- 3.7.2:1:- 3.7.2:3:- 3.9.2:1:- 4.0.2:1:1 4.0.2:1:2 4.0.2:3:2 \
 	4.4.0:1:1 4.4.0:1:2 4.4.0:3:1 4.4.0:3:2
 COMPAT_TESTS := tests/writer tests/client
-COMPAT_SPARK := $(SPARK_TESTS) $(addprefix --ignore=,$(COMPAT_TESTS))
+COMPAT_SPARK := -m 'spark or own_spark' $(OWN_LEGS) $(addprefix --ignore=,$(COMPAT_TESTS))
 compat: $(STAMP) kcat maven
 	@set -e; for cell in $(COMPAT); do \
 	  v=$${cell%%:*}; rest=$${cell#*:}; n=$${rest%%:*}; tv=$${rest#*:}; [ "$$tv" = - ] && tv=; \
@@ -107,14 +108,17 @@ compat: $(STAMP) kcat maven
 	      KAFKA_TXN_APACHE_TV=$$tv; \
 	    $(PY) -m pytest -q $(COMPAT_TESTS); $(PY) -m pytest -q $(COMPAT_SPARK) ); \
 	done; \
-	echo "== the tests kept out of make test (marker compat)"; \
-	$(PY) -m pytest -q -m compat $(JOBS)
+	echo "== the tests kept out of make test (marker compat) and the other PySpark lines"; \
+	$(PY) -m pytest -q -m compat $(JOBS); \
+	$(MAKE) spark-versions SPARK_VERSIONS='$(filter-out $(CI_SPARK_VERSIONS),$(SPARK_VERSIONS))'
 
 # The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver
 # kill, Spark Connect) on the newest release of each PySpark line below, each in a fresh
 # virtual environment holding that PySpark and the package's wheel (pip's cache keeps the
 # downloads). `make spark-versions SPARK_VERSIONS=4.1.3` tests one exact release.
 SPARK_VERSIONS ?= 4.0 4.1 4.2
+# make test runs the oldest line (the newest, 4.3, runs the whole suite); make compat the rest.
+CI_SPARK_VERSIONS := 4.0
 spark-versions: $(STAMP)
 	KAFKA_TXN_SPARK_VERSIONS="$(SPARK_VERSIONS)" $(PY) -m pytest tests/spark_versions
 

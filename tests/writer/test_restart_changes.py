@@ -138,6 +138,7 @@ def test_changed_topic_and_timeout_roll_the_decided_batch_into_the_old_topic(
 @pytest.mark.slow
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
+@pytest.mark.compat  # four Spark runs; make test: the refusal in test_prefix_change.py
 def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:
@@ -179,6 +180,7 @@ def test_changed_prefix_with_a_decided_batch_is_refused_until_finished(
 @pytest.mark.slow
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
+@pytest.mark.compat  # make test: a decided batch restarted, test_changed_topic_and_timeout_…
 def test_at_least_once_after_a_decided_batch_writes_it_again(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:

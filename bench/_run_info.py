@@ -2,17 +2,9 @@
 
 :func:`describe` gathers the commit of the code (and whether the work tree had changes),
 the versions of everything measured and the machine; :class:`LoadLog` reads the load
-average (:func:`os.getloadavg`: 1, 5 and 15 minutes) before and after each phase and the
-CPU time other work took during it, and :func:`load_check` says whether a run may be
-published: in no phase did work outside the benchmark take more than a share of the
-machine's CPU.
-
-Why not the load average alone: it counts the benchmark's own runnable threads too (Spark,
-the broker, the producer of the end-to-end runs), so on 2 cores a latency phase reaches a
-1-minute load of 4 with nothing else running. What a reader needs to know is whether
-*other* work competed for the CPU: the machine's busy CPU time (``/proc/stat``) minus the
-CPU time of the benchmark's own process tree (itself, every descendant — Spark's JVM and
-Python workers, the broker — and the children they reaped), over the phase.
+average (:func:`os.getloadavg`: 1, 5 and 15 minutes) before and after each phase, and
+:func:`load_check` says whether a run may be published: no phase's 1-minute load average,
+before or after it, above a threshold.
 """
 
 from __future__ import annotations
@@ -42,81 +34,14 @@ def default_max_load() -> float:
     return 2.0 * (os.cpu_count() or 1)
 
 
-#: The default share of the machine's CPU that other work may take during a phase.
-DEFAULT_MAX_OTHER_CPU = 0.10
-
-#: Clock ticks per second of ``/proc``'s CPU times.
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-@dataclass(frozen=True)
-class CpuSample:
-    """CPU seconds used so far: by the whole machine, and by the benchmark's process tree."""
-
-    busy_s: float
-    own_s: float
-
-
-def _machine_busy_s() -> float:
-    """Busy CPU seconds of every core since boot (``/proc/stat``: everything but idle and
-    I/O wait; steal counts, as the hypervisor gave that time to others)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / _TICK
-
-
-def _tree_s(root: int) -> float:
-    """CPU seconds of ``root`` and every descendant alive now, each with the CPU time of
-    the children it reaped (``utime + stime + cutime + cstime`` of ``/proc/PID/stat``).
-
-    A descendant that ends between two samples still counts once: its time moves into its
-    parent's ``cutime`` when the parent reaps it."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue  # gone since the listing
-        rest = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        pid = int(entry.name)
-        parents[pid] = int(rest[1])
-        times[pid] = sum(int(x) for x in rest[11:15]) / _TICK
-    children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo += children.get(pid, [])
-    return total
-
-
-def cpu_sample() -> CpuSample | None:
-    """The machine's and this process tree's CPU seconds so far; ``None`` without
-    ``/proc`` (not Linux)."""
-    try:
-        return CpuSample(_machine_busy_s(), _tree_s(os.getpid()))
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 @dataclass(frozen=True)
 class PhaseLoad:
-    """The load around one phase (a contender's run in a round): the load average before
-    and after it, and the share of the machine's CPU that work outside the benchmark took
-    during it (``None`` where ``/proc`` cannot tell)."""
+    """The load average before and after one phase (a contender's run in a round)."""
 
     phase: str
     before: Load
     after: Load
     seconds: float
-    other_cpu: float | None = None
 
     @property
     def peak(self) -> float:
@@ -124,67 +49,42 @@ class PhaseLoad:
         return max(self.before[0], self.after[0])
 
 
-def other_share(before: CpuSample | None, after: CpuSample | None, seconds: float) -> float | None:
-    """The share (0 to 1) of the machine's CPU capacity over ``seconds`` that processes
-    outside the benchmark's tree used between the two samples."""
-    if before is None or after is None or seconds <= 0:
-        return None
-    other = (after.busy_s - before.busy_s) - (after.own_s - before.own_s)
-    return max(0.0, other) / ((os.cpu_count() or 1) * seconds)
-
-
 @dataclass
 class LoadLog:
-    """The load around every phase of a run, in the order they ran."""
+    """The load average around every phase of a run, in the order they ran."""
 
     phases: list[PhaseLoad] = field(default_factory=list)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Measure the load around the ``with`` block (phase ``name``)."""
-        before, cpu = os.getloadavg(), cpu_sample()
+        """Read the load average before and after the ``with`` block (phase ``name``)."""
+        before = os.getloadavg()
         started = time.monotonic()
         try:
             yield
         finally:
-            seconds = time.monotonic() - started
-            share = other_share(cpu, cpu_sample(), seconds)
-            self.phases.append(PhaseLoad(name, before, os.getloadavg(), seconds, share))
+            self.phases.append(PhaseLoad(name, before, os.getloadavg(), time.monotonic() - started))
 
-    def over(self, max_other: float, max_load: float) -> list[PhaseLoad]:
-        """The phases that broke the rule: other work above ``max_other`` of the CPU, or,
-        where that was not measured, a 1-minute load average above ``max_load``."""
-        return [
-            p
-            for p in self.phases
-            if (p.other_cpu > max_other if p.other_cpu is not None else p.peak > max_load)
-        ]
+    def over(self, limit: float) -> list[PhaseLoad]:
+        """The phases whose 1-minute load average before or after was above ``limit``."""
+        return [p for p in self.phases if p.peak > limit]
 
 
-def load_check(log: LoadLog, max_other: float, max_load: float, allowed: bool = False) -> list[str]:
+def load_check(log: LoadLog, limit: float, allowed: bool = False) -> list[str]:
     """Markdown lines for the top of a report: the load rule and whether the run kept it
     (never empty: the rule is always stated); ``allowed``: a run that broke it is kept
     anyway (``--allow-loaded``), as a try-out."""
     if not log.phases:
-        return [f"Load check: no phase measured (threshold {max_other:.0%} other work)."]
+        return [f"Load check: no phase measured (threshold {limit:g})."]
     peaks = [p.peak for p in log.phases]
-    shares = [p.other_cpu for p in log.phases if p.other_cpu is not None]
-    span = (
-        "the 1-minute load average, the benchmark's own threads included, was "
-        f"{min(peaks):.1f}-{max(peaks):.1f}"
-    )
-    measured = (
-        f"other work took {max(shares):.1%} of the machine's CPU at most in a phase"
-        if shares
-        else "other work's CPU could not be measured (no /proc): the load average decides"
-    )
-    over = log.over(max_other, max_load)
+    over = log.over(limit)
+    span = f"1-minute load average {min(peaks):.1f}-{max(peaks):.1f}"
     if not over:
         return [
-            f"Load check: passed over {len(peaks)} phases (threshold {max_other:.0%} of the "
-            f"CPU for other work): {measured}; {span}."
+            f"Load check: passed; every phase's 1-minute load average before and after it "
+            f"was at most {limit:g} ({span} over {len(peaks)} phases)."
         ]
-    worst = max(over, key=lambda p: p.other_cpu if p.other_cpu is not None else p.peak)
+    worst = max(over, key=lambda p: p.peak)
     then = (
         "Kept as a try-out (`--allow-loaded`)."
         if allowed
@@ -192,8 +92,8 @@ def load_check(log: LoadLog, max_other: float, max_load: float, allowed: bool = 
     )
     return [
         f"**Load check: FAILED, not for publishing.** {len(over)} of {len(peaks)} phases had "
-        f"other work above {max_other:.0%} of the CPU (or, unmeasured, a load average above "
-        f"{max_load:g}): {measured}, worst around {worst.phase}; {span}. {then}",
+        f"a 1-minute load average above {limit:g} before or after them ({span}; highest "
+        f"{worst.peak:.1f}, around {worst.phase}). {then}",
     ]
 
 

@@ -69,8 +69,8 @@ SPARK_AGAIN := -m 'spark and not own_spark and not compat' $(ONCE_ONLY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver
-# (marker driver_kill) run in the Apache Kafka leg instead. JOBS run in the Spark lane,
-# which is the shorter one.
+# (marker driver_kill) run in the Apache Kafka leg instead. JOBS run after the Apache
+# Kafka leg, in its lane.
 EMBEDDED := KAFKA_TXN_DRIVER_KILLS=apache $(PY) -m pytest
 NOT_SPARK := -m 'not spark and not own_spark and not compat' $(addprefix --ignore=,$(JOBS))
 

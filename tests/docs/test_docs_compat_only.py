@@ -33,28 +33,35 @@ def compat_tests() -> list[str]:
     return found
 
 
-def _table() -> str:
+def _rows() -> list[list[str]]:
+    """The cells of each row of the page's make-compat table (its header excluded)."""
     text = PAGE.read_text()
     start = text.index("### What runs in `make compat` only")
-    end = text.index("\n## ", start)
-    return text[start:end]
+    table = text[start : text.index("\n## ", start)]
+    return [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| `")
+    ]
+
+
+def _listed(rows: list[list[str]]) -> set[str]:
+    """The tests the rows name in their first cell (``path::name``)."""
+    return {m.group(1) for row in rows if (m := re.match(r"`(tests/[^`]+)`", row[0]))}
 
 
 def test_every_compat_test_is_listed_with_its_cover() -> None:
     tests = compat_tests()
     assert len(tests) >= 4, tests  # the scan finds the markers (never vacuous)
-    table = _table()
-    rows = [line for line in table.splitlines() if line.startswith("| `")]
-    missing = [t for t in tests if not any(f"`{t}`" in row for row in rows)]
+    rows = _rows()
+    listed = _listed(rows)
+    missing = [t for t in tests if t not in listed]
     assert missing == [], f"add to docs/compatibility.md's make-compat table: {missing}"
     for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        assert len(cells) == 4 and all(cells), row  # why, covered by, last run: all said
+        assert len(row) == 4 and all(row), row  # why, covered by, last run: all said
 
 
 def test_the_table_lists_no_test_that_runs_in_make_test() -> None:
-    listed = {
-        m.group(1) for line in _table().splitlines() if (m := re.match(r"\| `(tests/[^`]+)`", line))
-    }
+    listed = _listed(_rows())
     assert listed, "the table lists no test"
     assert listed <= set(compat_tests()), listed - set(compat_tests())

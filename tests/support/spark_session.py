@@ -42,6 +42,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 MODE = os.environ.get("KAFKA_TXN_SPARK", "local")
+#: Each mode's master, and whether the session is a Spark Connect client of it.
+_MODES = {
+    "local": ("local[2,2]", False),
+    "local-cluster": ("local-cluster[2,1,1024]", False),
+    "connect": ("local[2,2]", True),
+    "connect-cluster": ("local-cluster[2,1,1024]", True),
+}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "local_spark_only(reason): runs with KAFKA_TXN_SPARK=local only (once per make "
-        "test); deselected in the local-cluster and connect modes",
+        "test); deselected in every other mode",
     )
 
 
@@ -90,17 +97,10 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p
     )
+    assert MODE in _MODES, f"unknown KAFKA_TXN_SPARK={MODE!r}"
+    master, connect = _MODES[MODE]
     builder = SparkSession.builder.appName("kafka_txn-tests")
-    if MODE == "connect":
-        builder = builder.remote("local[2,2]")
-    elif MODE == "connect-cluster":
-        builder = builder.remote("local-cluster[2,1,1024]")
-    elif MODE == "local-cluster":
-        builder = builder.master("local-cluster[2,1,1024]")
-    else:
-        assert MODE == "local", f"unknown KAFKA_TXN_SPARK={MODE!r}"
-        builder = builder.master("local[2,2]")
-    connect = MODE.startswith("connect")
+    builder = builder.remote(master) if connect else builder.master(master)
     if not connect:  # static settings a Connect client cannot change
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="spark-warehouse-")

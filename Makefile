@@ -53,19 +53,22 @@ OWN_LEGS := $(addprefix --ignore=,$(JOBS) tests/spark_versions)
 # The Spark tests: every test of the session's SparkSession (marker spark, given at
 # collection to every user of the spark fixture) and those running a Spark of their own.
 # Tests marked compat run in make compat only (CI's time; tests/README.md).
-SPARK_TESTS := -m '(spark or own_spark) and not compat' $(OWN_LEGS)
+SPARK_TESTS := -m '(spark or own_spark) and not compat' $(OWN_LEGS) $(PARITY)
 # The Apache Kafka leg: every test that talks to the session's cluster (the others are
 # deselected), against a single-node Apache Kafka.
 APACHE_KAFKA_TESTS := -m 'not compat' $(OWN_LEGS)
-# Run in the first (local master) leg only: what they check is the same in every session.
-ONCE_ONLY := --ignore=tests/reader/test_parity_reader.py --ignore=tests/writer/test_parity_writer.py
+# The comparisons with Spark's built-in connector run in the Apache Kafka leg only: what
+# they check is what the options mean, the same in every Spark session, and Apache Kafka
+# is the reference (make compat runs them on the embedded cluster too).
+PARITY_TESTS := tests/reader/test_parity_reader.py tests/writer/test_parity_writer.py
+PARITY := $(addprefix --ignore=,$(PARITY_TESTS))
 
 # The Spark tests again through Spark Connect, its server's executors separate JVMs
 # (local-cluster): what both add to a local session, in one leg (tests that run their own
 # Spark in a child process run once: in the first leg, or the driver kills in the Apache
-# Kafka leg; the comparisons with Spark's built-in connector run in the first leg, as they
-# test what the options mean, the same in every session).
-SPARK_AGAIN := -m 'spark and not own_spark and not compat' $(ONCE_ONLY)
+# Kafka leg; tests marked one_spark_mode check a client-side subject, such as a SASL
+# mechanism, that is the same in every Spark mode, and run in the first leg only).
+SPARK_AGAIN := -m 'spark and not own_spark and not compat and not one_spark_mode' $(PARITY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver
@@ -110,6 +113,8 @@ compat: $(STAMP) kcat maven
 	done; \
 	echo "== the tests kept out of make test (marker compat) and the other PySpark lines"; \
 	$(PY) -m pytest -q -m compat $(JOBS); \
+	echo "== the comparisons with format(\"kafka\") on the embedded cluster"; \
+	$(EMBEDDED) -q -m 'not compat' $(PARITY_TESTS); \
 	$(MAKE) spark-versions SPARK_VERSIONS='$(filter-out $(CI_SPARK_VERSIONS),$(SPARK_VERSIONS))'
 
 # The smoke suite (tests/spark_versions: reader exactly, writer exactly once across a driver

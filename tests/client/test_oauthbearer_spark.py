@@ -34,6 +34,10 @@ CLIENT = "spark-app"
 SASL = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER"}
 PROVIDER = {**SASL, "kafka.sasl.oauthbearer.token.provider": "tests.support.oauth:alice_token"}
 
+# SASL/OAUTHBEARER is client configuration, the same in every Spark mode; the token
+# provider runs in Python workers as every reader task does (tests/README.md).
+pytestmark = pytest.mark.one_spark_mode
+
 
 @pytest.fixture(scope="module", params=["embedded", "apache"])
 def oauth_cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka | ApacheKafka]:

@@ -308,6 +308,7 @@ def _decided(cluster: ClusterClient, prefix: str, batch: int) -> Decision | None
 @pytest.mark.slow
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
+@pytest.mark.compat
 def test_complete_mode_killed_after_the_decision(kafka: KafkaTarget, tmp_path: Path) -> None:
     """Killed in batch 1's commit, after its decision record, its EndTxns held; one of its
     transactions is then committed by hand (as if that EndTxn had gone through); the

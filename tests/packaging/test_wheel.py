@@ -14,7 +14,9 @@ from __future__ import annotations
 import email.parser
 import json
 import os
+import re
 import sys
+import tarfile
 import time
 import zipfile
 from collections.abc import Iterator
@@ -24,10 +26,11 @@ from pathlib import Path
 import pytest
 
 import pyspark_kafka_txn
-from tests.support.wheel import copy_build_inputs, run
+from tests.support.wheel import ROOT, copy_build_inputs, run
 
 #: What ``python -m build`` reads from the repository.
 SMOKE = Path(__file__).with_name("wheel_smoke.py")
+README = ROOT / "README.md"
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_spark]
 
@@ -67,6 +70,27 @@ def test_wheel_metadata_never_requires_pyspark(dist: Path) -> None:
     # Only under extras (spark, dev): a plain install never pulls (or replaces) PySpark.
     assert pyspark, requires
     assert all("extra ==" in r for r in pyspark), pyspark
+
+
+def test_the_description_has_no_link_that_breaks_on_a_package_index(dist: Path) -> None:
+    """PyPI resolves a relative link against its own pages: README.md's links into the
+    source tree must reach the description as plain paths, each a file of the sdist."""
+    with zipfile.ZipFile(wheel_of(dist)) as wheel:
+        (name,) = (n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(wheel.read(name).decode())
+    body = metadata.get_payload()
+    assert isinstance(body, str) and "kafka_txn" in body  # the README, not an empty text
+    targets = re.findall(r"\]\(([^)\s]+)\)", body)
+    relative = [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+    assert relative == [], relative
+    assert "Project-URL" not in metadata  # no public home yet: no address that would 404
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        files = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    named = set(re.findall(r"`((?:docs|bench|tests)/[\w./-]+\.md)`", body))
+    readme_links = set(re.findall(r"\]\(((?:docs|bench|tests)/[^)]+\.md)\)", README.read_text()))
+    assert readme_links and readme_links <= named, readme_links - named
+    assert named <= files, named - files
 
 
 @pytest.mark.timeout(900)

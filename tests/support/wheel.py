@@ -11,8 +11,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: What ``python -m build`` / ``pip wheel`` read from the repository.
-BUILD_INPUTS = ("pyproject.toml", "setup.cfg", "README.md", "LICENSE", "src")
+#: What ``python -m build`` / ``pip wheel`` read from the repository (MANIFEST.in puts the
+#: Markdown files README.md points to into the source distribution).
+BUILD_INPUTS = (
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    "MANIFEST.in",
+    "README.md",
+    "LICENSE",
+    "CHANGELOG.md",
+    "src",
+    "docs",
+    "bench/README.md",
+    "tests/README.md",
+)
 
 
 def run(*args: str | Path, timeout: float = 600, **kwargs: Any) -> str:
@@ -34,5 +47,6 @@ def copy_build_inputs(target: Path) -> Path:
         if path.is_dir():
             shutil.copytree(path, target / name, ignore=ignore)
         else:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target / name)
     return target

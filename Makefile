@@ -50,6 +50,11 @@ lint: $(STAMP)
 # older PySpark releases (tests/spark_versions) run their own way, in legs of their own.
 JOBS := tests/notebooks tests/packaging tests/chaos
 OWN_LEGS := $(addprefix --ignore=,$(JOBS) tests/spark_versions)
+# The comparisons with Spark's built-in connector run in the Apache Kafka leg only: what
+# they check is what the options mean, the same in every Spark session, and Apache Kafka
+# is the reference (make compat runs them on the embedded cluster too).
+PARITY_TESTS := tests/reader/test_parity_reader.py tests/writer/test_parity_writer.py
+PARITY := $(addprefix --ignore=,$(PARITY_TESTS))
 # The Spark tests: every test of the session's SparkSession (marker spark, given at
 # collection to every user of the spark fixture) and those running a Spark of their own.
 # Tests marked compat run in make compat only (CI's time; tests/README.md).
@@ -57,11 +62,6 @@ SPARK_TESTS := -m '(spark or own_spark) and not compat' $(OWN_LEGS) $(PARITY)
 # The Apache Kafka leg: every test that talks to the session's cluster (the others are
 # deselected), against a single-node Apache Kafka.
 APACHE_KAFKA_TESTS := -m 'not compat' $(OWN_LEGS)
-# The comparisons with Spark's built-in connector run in the Apache Kafka leg only: what
-# they check is what the options mean, the same in every Spark session, and Apache Kafka
-# is the reference (make compat runs them on the embedded cluster too).
-PARITY_TESTS := tests/reader/test_parity_reader.py tests/writer/test_parity_writer.py
-PARITY := $(addprefix --ignore=,$(PARITY_TESTS))
 
 # The Spark tests again through Spark Connect, its server's executors separate JVMs
 # (local-cluster): what both add to a local session, in one leg (tests that run their own

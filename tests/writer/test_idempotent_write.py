@@ -328,6 +328,7 @@ def test_replay_after_the_decision_with_rows_in_other_partitions(
 
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
+@pytest.mark.compat
 def test_foreach_batch_writing_two_topics(kafka: KafkaTarget, tmp_path: Path) -> None:
     """Killed between the batch's two writes (the first committed): the replay skips the
     first topic's write and does the second's; every batch reaches both topics once."""

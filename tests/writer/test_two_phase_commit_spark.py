@@ -93,6 +93,7 @@ def test_batch_held_longer_than_the_max_timeout_commits_once(
 
 @pytest.mark.own_spark
 @pytest.mark.driver_kill
+@pytest.mark.compat
 def test_driver_down_longer_than_the_max_timeout_after_its_decision_commits_once(
     kafka_2pc: KafkaTarget, tmp_path: Path
 ) -> None:

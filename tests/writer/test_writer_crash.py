@@ -58,6 +58,7 @@ def _input(kafka: KafkaTarget, tag: str) -> tuple[str, str, Counter[bytes]]:
     return source, sink, two_committed_transactions(kafka, source, tag, 30)
 
 
+@pytest.mark.compat
 def test_kill_after_decision_rolls_forward_with_other_partitioning(
     kafka: KafkaTarget, tmp_path: Path
 ) -> None:

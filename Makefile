@@ -63,12 +63,14 @@ SPARK_TESTS := -m '(spark or own_spark) and not compat' $(OWN_LEGS) $(PARITY)
 # deselected), against a single-node Apache Kafka.
 APACHE_KAFKA_TESTS := -m 'not compat' $(OWN_LEGS)
 
-# The Spark tests again through Spark Connect, its server's executors separate JVMs
-# (local-cluster): what both add to a local session, in one leg (tests that run their own
-# Spark in a child process run once: in the first leg, or the driver kills in the Apache
-# Kafka leg; tests marked one_spark_mode check a client-side subject, such as a SASL
-# mechanism, that is the same in every Spark mode, and run in the first leg only).
-SPARK_AGAIN := -m 'spark and not own_spark and not compat and not one_spark_mode' $(PARITY)
+# The tests of the session's SparkSession again through Spark Connect, its server's
+# executors separate JVMs (local-cluster): what both add to a local session, in one leg.
+# Only the tests that use the session (marker spark_session): the others of the Spark
+# modules call the data source's classes directly, the same in every mode. Tests that run
+# their own Spark in a child process run once: in the first leg, or the driver kills in
+# the Apache Kafka leg; tests marked one_spark_mode check a client-side subject, such as
+# a SASL mechanism, that is the same in every Spark mode, and run in the first leg only.
+SPARK_AGAIN := -m 'spark_session and not own_spark and not compat and not one_spark_mode' $(PARITY)
 # Against Apache Kafka itself (newest 4.x, one node), fetched from Maven Central.
 APACHE_LEG := KAFKA_TXN_TARGET=apache $(PY) -m pytest $(APACHE_KAFKA_TESTS)
 # Everything else against the embedded cluster; the tests that kill the Spark driver

@@ -55,6 +55,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
+        "spark_session: given at collection to every test that uses the spark fixture "
+        "(a module's own spark marker does not give it): the tests whose outcome can depend "
+        "on the Spark mode, which make test runs again through Spark Connect",
+    )
+    config.addinivalue_line(
+        "markers",
         "local_spark_only(reason): runs with KAFKA_TXN_SPARK=local only (once per make "
         "test); deselected in every other mode",
     )
@@ -62,11 +68,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test of the ``spark`` fixture ``spark`` (before ``-m`` selects), then,
-    outside the ``local`` mode, deselect the tests marked ``local_spark_only``."""
+    """Mark every test of the ``spark`` fixture ``spark`` and ``spark_session`` (before
+    ``-m`` selects), then, outside the ``local`` mode, deselect the tests marked
+    ``local_spark_only``."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.spark_session)
     if MODE == "local":
         return
     keep: list[pytest.Item] = []

@@ -106,6 +106,7 @@ def test_databricks_sources_have_the_databricks_shape() -> None:
 
 @pytest.mark.own_spark
 @pytest.mark.slow
+@pytest.mark.compat
 @pytest.mark.parametrize("name", sorted(SUMMARY))
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 def test_databricks_source_runs_as_a_script(name: str, tmp_path: Path) -> None:

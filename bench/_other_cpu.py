@@ -5,20 +5,25 @@ the broker's, the producer's of an end-to-end run), so on 2 cores a latency phas
 a 1-minute load of 4 with nothing else running. What a reader of a benchmark needs to
 know is whether *other* work competed for the CPU.
 
-:class:`OtherWorkMeter` samples every process's CPU time (``utime + stime`` of
-``/proc/PID/stat``) a few times a second on a thread of its own and files each process
-under one of three owners: the benchmark (this process and every descendant, kept as the
-benchmark's even after it was orphaned), the kernel's threads (which serve the
-benchmark's own loopback traffic too) and everything else. Per process, because Spark's
-Python daemon ignores ``SIGCHLD``: its workers are reaped by the kernel, and their CPU time
-never reaches any parent's ``cutime``, so summing the live tree with its children's times
-(the first try) lost them and charged them to "other work".
+:class:`OtherWorkMeter` samples every process's CPU time a few times a second on a thread
+of its own (``utime + stime`` of ``/proc/PID/stat``, and for the benchmark's processes
+``cutime + cstime`` too: the children they reaped) and files each process under one of
+three owners: the benchmark
+(this process and every descendant, kept as the benchmark's even after it was orphaned),
+the kernel's threads (which serve the benchmark's own loopback traffic too) and other
+work. Other work over a phase is the sampled time of the processes filed under it (their
+reaped children left out: a process of other work that ends would count twice, sampled
+and in its parent's ``cutime``).
 
-"Other work" over a phase is the machine's busy time (``/proc/stat``: user, nice, system
-and steal, the last being time the hypervisor gave to other machines) minus the
-benchmark's and the kernel threads' sampled time. What sampling misses (a process of the
-benchmark's that lived less than one interval, the last interval of one that ended) is
-counted as other work: the measure errs toward refusing a run.
+Why per process, and why not "busy time minus the benchmark's": Spark's Python daemon
+ignores ``SIGCHLD``, so its workers are reaped by the kernel and their CPU time reaches no
+parent's ``cutime``; a first version that summed the benchmark's live tree lost them and
+charged them to other work (up to 119 % of the CPU on an idle machine). Sampled per
+process they are counted, but a benchmark process that ends can then be counted twice
+(sampled, and in its parent's ``cutime``), so the difference between the machine's busy
+time (``/proc/stat``) and the owners' sampled time is reported, not used: it is what
+sampling missed or counted twice. A process of other work that lives less than one
+interval may be missed; one that lives longer is counted from its first sample.
 """
 
 from __future__ import annotations
@@ -54,7 +59,10 @@ class CpuShare:
     kernel_s : float
         The kernel threads' CPU seconds, sampled.
     other_s : float
-        ``busy_s`` minus the two above (never below 0).
+        The other processes' CPU seconds, sampled.
+    unexplained_s : float
+        ``busy_s`` minus the three above: what sampling missed (above 0) or counted twice
+        (below 0).
     other_share : float
         ``other_s`` over the capacity of every core for the phase (0 to 1).
     """
@@ -64,6 +72,7 @@ class CpuShare:
     own_s: float
     kernel_s: float
     other_s: float
+    unexplained_s: float
     other_share: float
 
 
@@ -76,9 +85,10 @@ def _busy_s() -> float:
     return (user + nice + system + steal) / _TICK
 
 
-def _scan() -> dict[_Key, tuple[int, float]]:
-    """Every process now: key -> (parent PID, CPU seconds so far)."""
-    found: dict[_Key, tuple[int, float]] = {}
+def _scan() -> dict[_Key, tuple[int, float, float]]:
+    """Every process now: key -> (parent PID, its CPU seconds so far, those of the children
+    it reaped)."""
+    found: dict[_Key, tuple[int, float, float]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -88,10 +98,11 @@ def _scan() -> dict[_Key, tuple[int, float]]:
         except OSError:
             continue  # ended since the listing
         rest = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        # rest[1] = ppid, rest[11] = utime, rest[12] = stime, rest[19] = starttime
+        # rest[1] = ppid, rest[11:15] = utime, stime, cutime, cstime; rest[19] = starttime
         found[(int(entry.name), int(rest[19]))] = (
             int(rest[1]),
             (int(rest[11]) + int(rest[12])) / _TICK,
+            (int(rest[13]) + int(rest[14])) / _TICK,
         )
     return found
 
@@ -122,16 +133,19 @@ class OtherWorkMeter:
         procs = _scan()
         pid_key = {key[0]: key for key in procs}
         with self._lock:
-            for key, (ppid, cpu_s) in procs.items():
+            for key, (ppid, cpu_s, reaped_s) in procs.items():
                 if key not in self._owner:
                     self._owner[key] = self._classify(key, ppid, procs, pid_key)
-                self._last[key] = cpu_s
+                # The benchmark's processes count the children they reaped (the JVM's
+                # short-lived helpers); others do not, or a process of other work that
+                # ends would count twice (sampled, then in its parent's cutime).
+                self._last[key] = cpu_s + (reaped_s if self._owner[key] == OWN else 0.0)
 
     def _classify(
         self,
         key: _Key,
         ppid: int,
-        procs: dict[_Key, tuple[int, float]],
+        procs: dict[_Key, tuple[int, float, float]],
         pid_key: dict[int, _Key],
     ) -> str:
         """The owner of a process first seen now: the benchmark's if it is the root or
@@ -189,11 +203,11 @@ def share(
     A process that started during the phase counts from 0; one that ended keeps the time
     of its last sample."""
     busy = after[0] - before[0]
-    own = after[1][OWN] - before[1][OWN]
-    kernel = after[1][KERNEL] - before[1][KERNEL]
-    other = max(0.0, busy - own - kernel)
+    own, kernel, other = (after[1][k] - before[1][k] for k in (OWN, KERNEL, OTHER))
     capacity = (os.cpu_count() or 1) * max(seconds, 1e-9)
-    return CpuShare(seconds, busy, own, kernel, other, min(1.0, other / capacity))
+    return CpuShare(
+        seconds, busy, own, kernel, other, busy - own - kernel - other, min(1.0, other / capacity)
+    )
 
 
 def available() -> bool:

@@ -48,14 +48,16 @@ DEFAULT_MAX_OTHER_CPU = 0.10
 @dataclass(frozen=True)
 class PhaseLoad:
     """The load around one phase (a contender's run in a round): the load average before
-    and after it, and the share of the machine's CPU that work outside the benchmark took
-    during it (``None`` where ``/proc`` cannot tell)."""
+    and after it, the share of the machine's CPU that work outside the benchmark took
+    during it, and the share of busy time no sampled process explained (below 0: counted
+    twice; both ``None`` where ``/proc`` cannot tell; :mod:`_other_cpu`)."""
 
     phase: str
     before: Load
     after: Load
     seconds: float
     other_cpu: float | None = None
+    unexplained_cpu: float | None = None
 
     @property
     def peak(self) -> float:
@@ -95,10 +97,14 @@ class LoadLog:
             yield
         finally:
             seconds = time.monotonic() - started
-            other = None
+            other = unexplained = None
             if meter is not None and cpu is not None:
-                other = share(cpu, meter.totals(), seconds).other_share
-            self.phases.append(PhaseLoad(name, before, os.getloadavg(), seconds, other))
+                measured = share(cpu, meter.totals(), seconds)
+                other = measured.other_share
+                unexplained = measured.unexplained_s / ((os.cpu_count() or 1) * seconds)
+            self.phases.append(
+                PhaseLoad(name, before, os.getloadavg(), seconds, other, unexplained)
+            )
 
     def over(self, max_other: float, max_load: float) -> list[PhaseLoad]:
         """The phases that broke the rule: other work above ``max_other`` of the CPU, or,

@@ -17,7 +17,7 @@ summary counts them by reason. Tests of the ``kafka3`` fixture (three nodes) get
 of the session's kind of their own (see the fixture); on external clusters they are
 deselected. So do the tests of the KIP-939 clusters (``kafka_2pc``, ``kafka_2pc_off``,
 ``kafka_2pc_acl``: two-phase commit on, off, and behind an authorizer), which on Apache Kafka
-run on releases from 4.4 on only.
+run on releases from 4.4 on only, with as many nodes as the session's cluster.
 """
 
 from __future__ import annotations
@@ -146,15 +146,20 @@ _RAN_BY_MODULE = pytest.StashKey[Counter[str]]()
 _APACHE = pytest.StashKey[list[ApacheKafka]]()
 
 
+def _apache_nodes() -> int:
+    """The node count of the session's Apache Kafka clusters (``KAFKA_TXN_APACHE_NODES``:
+    the session's cluster and the KIP-939 ones alike)."""
+    return int(os.environ.get("KAFKA_TXN_APACHE_NODES", "1"))
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     if TARGET == "apache":
         from tests.support.apache_kafka import default_mode, default_version
 
-        nodes = os.environ.get("KAFKA_TXN_APACHE_NODES", "1")
         tv = os.environ.get("KAFKA_TXN_APACHE_TV", "default")
         return (
             f"Kafka target: Apache Kafka {default_version()} ({default_mode(default_version())}"
-            f"), {nodes} node(s), transaction.version {tv}"
+            f"), {_apache_nodes()} node(s), transaction.version {tv}"
         )
     return f"Kafka target: {TARGET}" + (f" ({EXTERNAL})" if EXTERNAL else "")
 
@@ -210,7 +215,7 @@ def embedded_kafka() -> Iterator[EmbeddedKafka]:
 def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
     """The session's Apache Kafka cluster (its logs are kept when a test failed)."""
     cluster = ApacheKafka(
-        int(os.environ.get("KAFKA_TXN_APACHE_NODES", "1")),
+        _apache_nodes(),
         transaction_version=int(tv) if (tv := os.environ.get("KAFKA_TXN_APACHE_TV")) else None,
     )
     request.config.stash.setdefault(_APACHE, []).append(cluster)
@@ -318,7 +323,7 @@ def _two_pc_cluster(
             else None
         )
         apache = ApacheKafka(
-            1,
+            _apache_nodes(),
             security=security,
             transaction_version=int(tv) if tv else None,
             config=kip939.apache_config(two_phase=two_phase),

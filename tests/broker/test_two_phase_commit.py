@@ -36,7 +36,7 @@ from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
 from pyspark_kafka_txn.errors import AuthorizationError
-from pyspark_kafka_txn.wire import INIT_PRODUCER_ID
+from pyspark_kafka_txn.wire import COORDINATOR_TXN, INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import SUPER_USER
 from tests.support.apache_kafka.tools import kafka_tool
@@ -81,6 +81,35 @@ def _init_producer_id_range(bootstrap: str) -> tuple[int, int]:
     return int(key.min_version), int(key.max_version)
 
 
+#: Answers about where a transactional id lives, never the answer a test checks: the
+#: request goes again, to the coordinator found afresh (three nodes, a new cluster).
+_ASK_AGAIN = frozenset(
+    {
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+    }
+)
+
+
+def _to_coordinator(
+    bootstrap: str, tid: str, api_key: int, version: int, body: Any, code: Any = None
+) -> Any:
+    """Send ``body`` to the transaction coordinator of ``tid`` (on one node, that node) and
+    return the answer, sent again while it is one of :data:`_ASK_AGAIN` (``code`` reads
+    the error code of an answer; by default its ``error_code``)."""
+    deadline = time.monotonic() + HANG_S
+    while True:
+        with ClusterClient(bootstrap, ConnectionConfig()) as cluster:
+            conn = cluster.coordinator(COORDINATOR_TXN, tid)
+            address = (conn.host, conn.port)
+        resp = raw_request(address, api_key, version, body)
+        if (resp.error_code if code is None else code(resp)) not in _ASK_AGAIN:
+            return resp
+        assert time.monotonic() < deadline, resp
+        time.sleep(0.1)
+
+
 def _init_v6(
     bootstrap: str,
     tid: str,
@@ -95,21 +124,31 @@ def _init_v6(
         enable2_pc=enable_2pc,
         keep_prepared_txn=keep_prepared,
     )
-    return raw_request(first_address(bootstrap), INIT_PRODUCER_ID, 6, body)
+    return _to_coordinator(bootstrap, tid, INIT_PRODUCER_ID, 6, body)
 
 
 def _describe(bootstrap: str, tid: str) -> Any:
     """DescribeTransactions of an id with an open transaction (kio decodes start >= 0)."""
     body = describe_v0.DescribeTransactionsRequest(transactional_ids=(tid,))
-    (state,) = raw_request(first_address(bootstrap), 65, 0, body).transaction_states
+    resp = _to_coordinator(
+        bootstrap, tid, 65, 0, body, code=lambda r: r.transaction_states[0].error_code
+    )
+    (state,) = resp.transaction_states
     assert state.error_code == ErrorCode.none
     return state
 
 
 def _listed(bootstrap: str, state: str) -> set[str]:
+    """The ids in ``state`` on every broker (each lists the ids it coordinates)."""
     body = list_v0.ListTransactionsRequest(state_filters=(state,), producer_id_filters=())
-    resp = raw_request(first_address(bootstrap), 66, 0, body)
-    return {s.transactional_id for s in resp.transaction_states}
+    with ClusterClient(bootstrap, ConnectionConfig()) as cluster:
+        addresses = list(cluster.brokers().values())
+    listed: set[str] = set()
+    for address in addresses:
+        resp = raw_request(address, 66, 0, body)
+        assert resp.error_code == ErrorCode.none, (address, resp)
+        listed |= {s.transactional_id for s in resp.transaction_states}
+    return listed
 
 
 def _state(kafka: KafkaTarget, tid: str) -> tuple[str, int]:
@@ -151,7 +190,7 @@ def _end(bootstrap: str, tid: str, pid: int, epoch: int, tv: int, *, commit: boo
         body = end_v4.EndTxnRequest(
             transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
         )
-    return int(raw_request(first_address(bootstrap), 26, version, body).error_code)
+    return int(_to_coordinator(bootstrap, tid, 26, version, body).error_code)
 
 
 def _wait_values(bootstrap: str, topic: str, want: list[bytes], timeout_s: float = HANG_S) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass
 
 #: Clock ticks per second of ``/proc``'s CPU times.
@@ -74,6 +73,11 @@ class CpuShare:
     other_s: float
     unexplained_s: float
     other_share: float
+
+    @property
+    def unexplained_share(self) -> float:
+        """``unexplained_s`` over the capacity of every core for the phase."""
+        return self.unexplained_s / _capacity(self.seconds)
 
 
 def _busy_s() -> float:
@@ -204,10 +208,20 @@ def share(
     of its last sample."""
     busy = after[0] - before[0]
     own, kernel, other = (after[1][k] - before[1][k] for k in (OWN, KERNEL, OTHER))
-    capacity = (os.cpu_count() or 1) * max(seconds, 1e-9)
     return CpuShare(
-        seconds, busy, own, kernel, other, busy - own - kernel - other, min(1.0, other / capacity)
+        seconds,
+        busy,
+        own,
+        kernel,
+        other,
+        busy - own - kernel - other,
+        min(1.0, other / _capacity(seconds)),
     )
+
+
+def _capacity(seconds: float) -> float:
+    """CPU seconds every core together offers in ``seconds``."""
+    return (os.cpu_count() or 1) * max(seconds, 1e-9)
 
 
 def available() -> bool:
@@ -217,10 +231,3 @@ def available() -> bool:
         return bool(_scan())
     except (OSError, ValueError, IndexError):
         return False
-
-
-def measure_for(meter: OtherWorkMeter, seconds: float) -> CpuShare:
-    """Measure for ``seconds`` (a try-out from the command line)."""
-    before, started = meter.totals(), time.monotonic()
-    time.sleep(seconds)
-    return share(before, meter.totals(), time.monotonic() - started)

@@ -100,8 +100,7 @@ class LoadLog:
             other = unexplained = None
             if meter is not None and cpu is not None:
                 measured = share(cpu, meter.totals(), seconds)
-                other = measured.other_share
-                unexplained = measured.unexplained_s / ((os.cpu_count() or 1) * seconds)
+                other, unexplained = measured.other_share, measured.unexplained_share
             self.phases.append(
                 PhaseLoad(name, before, os.getloadavg(), seconds, other, unexplained)
             )

@@ -35,7 +35,7 @@ from pyspark_kafka_txn.client.metadata import ClusterClient
 from pyspark_kafka_txn.client.producer import TransactionalProducer
 from pyspark_kafka_txn.client.security import SecurityConfig
 from pyspark_kafka_txn.embedded.protocol import ErrorCode
-from pyspark_kafka_txn.errors import AuthorizationError
+from pyspark_kafka_txn.errors import AuthorizationError, BrokerError
 from pyspark_kafka_txn.wire import COORDINATOR_TXN, INIT_PRODUCER_ID
 from tests.broker.java_client import JavaClient, JavaClientError
 from tests.support.acls import SUPER_USER
@@ -81,8 +81,8 @@ def _init_producer_id_range(bootstrap: str) -> tuple[int, int]:
     return int(key.min_version), int(key.max_version)
 
 
-#: Answers about where a transactional id lives, never the answer a test checks: the
-#: request goes again, to the coordinator found afresh (three nodes, a new cluster).
+#: Answers about where a transactional id lives, never the answer a test checks: our
+#: client's coordinator retry finds the coordinator afresh and sends the request again.
 _ASK_AGAIN = frozenset(
     {
         ErrorCode.coordinator_load_in_progress,
@@ -96,18 +96,19 @@ def _to_coordinator(
     bootstrap: str, tid: str, api_key: int, version: int, body: Any, code: Any = None
 ) -> Any:
     """Send ``body`` to the transaction coordinator of ``tid`` (on one node, that node) and
-    return the answer, sent again while it is one of :data:`_ASK_AGAIN` (``code`` reads
-    the error code of an answer; by default its ``error_code``)."""
-    deadline = time.monotonic() + HANG_S
-    while True:
-        with ClusterClient(bootstrap, ConnectionConfig()) as cluster:
-            conn = cluster.coordinator(COORDINATOR_TXN, tid)
-            address = (conn.host, conn.port)
-        resp = raw_request(address, api_key, version, body)
-        if (resp.error_code if code is None else code(resp)) not in _ASK_AGAIN:
-            return resp
-        assert time.monotonic() < deadline, resp
-        time.sleep(0.1)
+    return the answer, sent again (:meth:`ClusterClient.coordinator_call`) while it is one
+    of :data:`_ASK_AGAIN` (``code`` reads the error code of an answer; by default its
+    ``error_code``)."""
+
+    def call(conn: Any) -> Any:
+        resp = raw_request((conn.host, conn.port), api_key, version, body)
+        error = resp.error_code if code is None else code(resp)
+        if error in _ASK_AGAIN:
+            raise BrokerError(error, f"api {api_key} for {tid!r}")
+        return resp
+
+    with ClusterClient(bootstrap, ConnectionConfig()) as cluster:
+        return cluster.coordinator_call(COORDINATOR_TXN, tid, f"api {api_key}", call)
 
 
 def _init_v6(

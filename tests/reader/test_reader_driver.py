@@ -43,6 +43,7 @@ from pyspark_kafka_txn.schema import spark_schema
 from pyspark_kafka_txn.source import KafkaTxnDataSource
 from pyspark_kafka_txn.wire import TopicPartition
 from tests.support.clients import txn_producer, watermarks
+from tests.support.clusters import CheckedKafka
 from tests.support.hang import wait_until
 from tests.support.lso import wait_lso_at_hwm
 from tests.support.target import KafkaTarget
@@ -471,6 +472,58 @@ def test_a_lost_list_offsets_answer_is_retried_never_taken_for_an_offset(
             once.latestOffset(once.initialOffset(), ReadAllAvailable())
     finally:
         embedded.clear_faults()
+
+
+@pytest.mark.embedded_only("loses chosen Metadata and ListOffsets requests with their connections")
+def test_leaders_not_known_after_a_lost_connection_are_waited_for_not_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a dropped connection librdkafka answers ListOffsets "No leaders found" until
+    its leader look-up succeeds: that is waited for within the admin timeout (as Kafka's
+    Java admin client waits), never one of the user's ``fetchOffset.numRetries`` (a CI run
+    under load failed a read that way, with retries 100 ms apart)."""
+    caplog.set_level(logging.INFO, logger="pyspark_kafka_txn.reader.planning")
+    with CheckedKafka() as cluster:
+        cluster.create_topic("led", partitions=2)
+        tps = [TopicPartition("led", 0), TopicPartition("led", 1)]
+        options = parse_reader_options(
+            {
+                "kafka.bootstrap.servers": cluster.bootstrap_servers,
+                "subscribe": "led",
+                "fetchOffset.numRetries": "1",  # spent by the lost ListOffsets answer
+                "fetchOffset.retryIntervalMs": "10",  # Spark's default
+            },
+            streaming=True,
+        )
+        client = OffsetClient(options)
+        assert client.latest(tps) == dict.fromkeys(tps, 0)  # the cluster has answered once
+        dropped = cluster.drop_requests("ListOffsets")
+        lookups = cluster.drop_requests("Metadata", count=3)
+        assert client.latest(tps) == dict.fromkeys(tps, 0)
+        assert (dropped.hits, lookups.hits) == (1, 3)  # the faults happened
+        waited = [r.getMessage() for r in caplog.records if "asking again" in r.getMessage()]
+        assert any("No leaders found" in m for m in waited), waited
+
+
+@pytest.mark.embedded_only("answers chosen Metadata requests with LEADER_NOT_AVAILABLE")
+def test_a_topic_listed_without_partitions_is_not_taken_for_deleted() -> None:
+    """Kafka lists a topic whose partitions it cannot tell at this moment with a
+    topic-level error (LEADER_NOT_AVAILABLE) and no partitions; read as "the topic is
+    gone", a micro-batch would fail as data loss (it did, before this was waited for)."""
+    with CheckedKafka() as cluster:
+        cluster.create_topic("unsettled", partitions=2)
+        reader = stream_reader(
+            cluster.bootstrap_servers,
+            "unsettled",
+            startingOffsets="earliest",
+            **{"fetchOffset.numRetries": "0"},
+        )
+        start = reader.initialOffset()
+        unsettled = cluster.fail_requests("Metadata", "LEADER_NOT_AVAILABLE", count=3)
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert unsettled.hits == 3  # the fault happened
+        tp0, tp1 = TopicPartition("unsettled", 0), TopicPartition("unsettled", 1)
+        assert from_json_dict(end) == {tp0: 0, tp1: 0}
 
 
 def test_group_id_and_kafka_settings_reach_the_consumer(kafka: KafkaTarget) -> None:

@@ -65,6 +65,8 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sh
 _ADMIN_TIMEOUT_S = 30.0
 #: How often the driver looks at librdkafka's error events until the cluster first answers.
 _PROBE_S = 0.5
+#: First and largest pause while a look-up waits for leaders or partitions to be known.
+_SETTLE_PAUSE_S = (0.05, 1.0)
 
 
 class _ErrorEvents:
@@ -132,9 +134,22 @@ class OffsetClient:
             When the principal may not describe a topic of ``subscribe`` or ``assign``.
         """
         sub = self._options.subscription
-        metadata = self._retry(
-            "list topics", lambda: self._admin.list_topics(timeout=_ADMIN_TIMEOUT_S)
-        )
+
+        def listing() -> Any:
+            metadata = self._admin.list_topics(timeout=_ADMIN_TIMEOUT_S)
+            unsettled = sorted(
+                name
+                for name, meta in metadata.topics.items()
+                if meta.error is not None and meta.error.code() in _UNSETTLED_CODES
+            )
+            if unsettled:
+                # Listed with an error such as LEADER_NOT_AVAILABLE: the topic exists, its
+                # partitions are not known at this moment. Taken as "no partitions", a
+                # subscribed topic would look deleted, and its read as data loss.
+                raise _UnsettledError(f"topic(s) {', '.join(unsettled)} listed without partitions")
+            return metadata
+
+        metadata = self._retry("list topics", lambda: self._settled("Metadata", listing))
         known: dict[str, set[int]] = {
             name: set(meta.partitions)
             for name, meta in metadata.topics.items()
@@ -256,7 +271,9 @@ class OffsetClient:
                 raise KafkaTxnError(f"ListOffsets gave no offset for {named}")
             return out
 
-        result: PartitionOffsets = self._retry("list offsets", call)
+        result: PartitionOffsets = self._retry(
+            "list offsets", lambda: self._settled("ListOffsets", call)
+        )
         return result
 
     def commit_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -341,6 +358,29 @@ class OffsetClient:
                 raise KafkaConnectionError(
                     f"Cannot reach {where}: {_redacted(detail, self._options)}"
                 )
+
+    def _settled(self, what: str, call: Any) -> Any:
+        """``call()``, asked again while the cluster's answer only says that a partition's
+        leader or a topic's partitions are not known yet (a connection just dropped, an
+        election, a topic being created), within the admin timeout, as Kafka's Java admin
+        client waits within its API timeout, instead of spending one of the user's few
+        ``fetchOffset.numRetries``."""
+        deadline = time.monotonic() + _ADMIN_TIMEOUT_S
+        pause, largest = _SETTLE_PAUSE_S
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                if not _unsettled(exc) or time.monotonic() + pause > deadline:
+                    raise
+                logger.info(
+                    "%s: %s; asking again in %.2f s",
+                    what,
+                    _redacted_error(exc, self._options),
+                    pause,
+                )
+                time.sleep(pause)
+                pause = min(pause * 2, largest)
 
     def _retry(self, what: str, call: Any) -> Any:
         attempts = self._options.fetch_offset_num_retries + 1
@@ -452,6 +492,36 @@ def _offset_spec() -> Any:
 #: The setting librdkafka names in its refusal of a configuration ("No such configuration
 #: property: \"x\"", "Invalid value \"v\" for configuration property \"x\"").
 _REFUSED_SETTING = re.compile(r'property:? "([^"]+)"')
+
+
+class _UnsettledError(KafkaTxnError):
+    """A topic listed with an error that only says its partitions are not known yet."""
+
+
+def _codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset(
+        {
+            KafkaError._NOENT,  # ListOffsets: "Failed to query partition leaders: No leaders found"
+            KafkaError.LEADER_NOT_AVAILABLE,
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError._TRANSPORT,  # the connection dropped under the request: reconnecting
+        }
+    )
+
+
+#: librdkafka's and Kafka's answers that mean only "not known yet: ask again".
+_UNSETTLED_CODES = _codes()
+
+
+def _unsettled(exc: BaseException) -> bool:
+    """Whether ``exc`` says only that a leader or a topic's partitions are not known yet."""
+    if isinstance(exc, _UnsettledError):
+        return True
+    first: Any = exc.args[0] if exc.args else None
+    code = first.code() if callable(getattr(first, "code", None)) else None
+    return code in _UNSETTLED_CODES
 
 
 def _setting_error(exc: BaseException, options: ReaderOptions) -> ConfigError:

@@ -150,10 +150,11 @@ bench: $(STAMP)
 
 # kafka_txn side by side with Spark's built-in format("kafka") on Apache Kafka (both from
 # Maven Central, cached outside the repository): reader, writer, end-to-end latency, with
-# the goals met or missed; 5 interleaved rounds of each. About an hour; writes
-# bench-compare.md, its chart bench-compare.png and the raw report bench-compare.json; exits 3 when the load average
-# was above --max-load (twice the cores) around a measured phase (BENCH_ARGS="--allow-loaded"
-# keeps such a run, marked). BENCH_ARGS="--quick" for a try-out.
+# the goals met or missed; 5 interleaved rounds of each. About 40 minutes; writes
+# bench-compare.md, its chart bench-compare.png and the raw report bench-compare.json;
+# exits 3 when processes outside the benchmark took more than --max-other-cpu (10 %) of
+# the CPU in a measured phase (BENCH_ARGS="--allow-loaded" keeps such a run, marked).
+# BENCH_ARGS="--quick" for a try-out.
 bench-compare: $(STAMP) maven
 	$(PY) bench/compare.py --report bench-compare.md --plot bench-compare.png $(BENCH_ARGS)
 

@@ -140,7 +140,9 @@ class OffsetClient:
             unsettled = sorted(
                 name
                 for name, meta in metadata.topics.items()
-                if meta.error is not None and meta.error.code() in _UNSETTLED_CODES
+                if meta.error is not None
+                and meta.error.code() in _UNSETTLED_CODES
+                and self._covers(name)  # another application's new topic is not waited for
             )
             if unsettled:
                 # Listed with an error such as LEADER_NOT_AVAILABLE: the topic exists, its
@@ -166,6 +168,17 @@ class OffsetClient:
         else:
             topics = [t for t in existing if sub.matches(t)]
         return {TopicPartition(t, p) for t in topics for p in existing[t]}
+
+    def _covers(self, topic: str) -> bool:
+        """Whether the subscription reads ``topic`` (internal topics never)."""
+        sub = self._options.subscription
+        if topic in _INTERNAL_TOPICS:
+            return False
+        if isinstance(sub, Subscribe):
+            return topic in sub.topics
+        if isinstance(sub, Assign):
+            return any(tp.topic == topic for tp in sub.partitions)
+        return bool(sub.matches(topic))
 
     def _check_described(self, known: Mapping[str, set[int]]) -> None:
         """Fail when a named topic is missing from the listing because of an ACL.

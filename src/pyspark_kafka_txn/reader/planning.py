@@ -22,6 +22,7 @@ inside the methods that use it, so importing this module stays cheap.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import re
 import time
@@ -141,7 +142,7 @@ class OffsetClient:
                 name
                 for name, meta in metadata.topics.items()
                 if meta.error is not None
-                and meta.error.code() in _UNSETTLED_CODES
+                and meta.error.code() in _unsettled_codes()
                 and self._covers(name)  # another application's new topic is not waited for
             )
             if unsettled:
@@ -511,7 +512,9 @@ class _UnsettledError(KafkaTxnError):
     """A topic listed with an error that only says its partitions are not known yet."""
 
 
-def _codes() -> frozenset[int]:
+@functools.cache
+def _unsettled_codes() -> frozenset[int]:
+    """librdkafka's and Kafka's answers that mean only "not known yet: ask again"."""
     from confluent_kafka import KafkaError
 
     return frozenset(
@@ -524,17 +527,13 @@ def _codes() -> frozenset[int]:
     )
 
 
-#: librdkafka's and Kafka's answers that mean only "not known yet: ask again".
-_UNSETTLED_CODES = _codes()
-
-
 def _unsettled(exc: BaseException) -> bool:
     """Whether ``exc`` says only that a leader or a topic's partitions are not known yet."""
     if isinstance(exc, _UnsettledError):
         return True
     first: Any = exc.args[0] if exc.args else None
     code = first.code() if callable(getattr(first, "code", None)) else None
-    return code in _UNSETTLED_CODES
+    return code in _unsettled_codes()
 
 
 def _setting_error(exc: BaseException, options: ReaderOptions) -> ConfigError:

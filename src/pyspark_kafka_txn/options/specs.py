@@ -52,12 +52,20 @@ class Assign:
 
     partitions: tuple[TopicPartition, ...]
 
+    def covers(self, topic: str) -> bool:
+        """Whether a partition of ``topic`` is assigned."""
+        return any(tp.topic == topic for tp in self.partitions)
+
 
 @dataclass(frozen=True, slots=True)
 class Subscribe:
     """``subscribe``: every partition of the listed topics (discovered each trigger)."""
 
     topics: tuple[str, ...]
+
+    def covers(self, topic: str) -> bool:
+        """Whether ``topic`` is one of the listed topics."""
+        return topic in self.topics
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,10 @@ class SubscribePattern:
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` matches the whole pattern (Java ``Matcher.matches``)."""
         return re.fullmatch(self.pattern, topic) is not None
+
+    def covers(self, topic: str) -> bool:
+        """Whether ``topic`` is read (its whole name matches)."""
+        return self.matches(topic)
 
 
 Subscription = Assign | Subscribe | SubscribePattern

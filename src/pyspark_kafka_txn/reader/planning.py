@@ -164,22 +164,11 @@ class OffsetClient:
         existing = {name: p for name, p in known.items() if name not in _INTERNAL_TOPICS}
         if isinstance(sub, Assign):
             return {tp for tp in sub.partitions if tp.partition in existing.get(tp.topic, ())}
-        if isinstance(sub, Subscribe):
-            topics = [t for t in sub.topics if t in existing]
-        else:
-            topics = [t for t in existing if sub.matches(t)]
-        return {TopicPartition(t, p) for t in topics for p in existing[t]}
+        return {TopicPartition(t, p) for t, ps in existing.items() if sub.covers(t) for p in ps}
 
     def _covers(self, topic: str) -> bool:
         """Whether the subscription reads ``topic`` (internal topics never)."""
-        sub = self._options.subscription
-        if topic in _INTERNAL_TOPICS:
-            return False
-        if isinstance(sub, Subscribe):
-            return topic in sub.topics
-        if isinstance(sub, Assign):
-            return any(tp.topic == topic for tp in sub.partitions)
-        return bool(sub.matches(topic))
+        return topic not in _INTERNAL_TOPICS and self._options.subscription.covers(topic)
 
     def _check_described(self, known: Mapping[str, set[int]]) -> None:
         """Fail when a named topic is missing from the listing because of an ACL.

@@ -12,7 +12,8 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.support.hang import wait_until
+from tests.support.apache_kafka import wait_partitions_ready
+from tests.support.hang import HANG_S
 from tests.support.kafka_data import Row, reference_rows, to_df, values
 from tests.support.spark import Batches
 from tests.support.target import KafkaTarget
@@ -191,18 +192,11 @@ def test_partitions_added_while_the_query_runs_are_read_from_the_earliest_offset
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_partitions([NewPartitions(topic, 4)], request_timeout=30)[topic].result(30)
 
-    def every_broker_leads_the_new_partitions() -> bool:
-        # Kafka answers CreatePartitions before every broker knows the partitions: a
-        # producer whose metadata came from another node failed their records (seen on
-        # three Apache Kafka 3.7.2 nodes).
-        for node in bs.split(","):
-            meta = AdminClient({"bootstrap.servers": node}).list_topics(topic, timeout=10)
-            parts = meta.topics[topic].partitions
-            if len(parts) < 4 or any(p.leader < 0 for p in parts.values()):
-                return False
-        return True
-
-    wait_until("the 4 partitions on every broker", every_broker_leads_the_new_partitions)
+    # Kafka answers CreatePartitions before every broker knows the partitions: a producer
+    # whose metadata came from another node failed their records (seen on three Apache
+    # Kafka 3.7.2 nodes). So wait until they answer on their leaders, asked through each node.
+    for node in bs.split(","):
+        wait_partitions_ready({"bootstrap.servers": node, "log_level": 0}, topic, 4, HANG_S)
     committed_batches(bs, topic, [[(2, b"b2"), (3, b"b3"), (0, b"b0")], [(3, b"c3")]])
     second = run_available_now(spark, bs, topic, tmp_path / "ckpt", sink)
     assert end_offsets(second)[-1] == {topic: {"0": 4, "1": 2, "2": 2, "3": 4}}

@@ -1010,15 +1010,18 @@ class ApacheKafka:
 def wait_partitions_ready(
     conf: Mapping[str, Any], topic: str, partitions: int, timeout_s: float = START_TIMEOUT_S
 ) -> None:
-    """Return once every partition of a new topic answers ListOffsets on its leader, asked
-    with the librdkafka settings ``conf``. Kafka creates partitions asynchronously: right
-    after CreateTopics the metadata may name no leader yet, and a leader named may still
-    answer NOT_LEADER_OR_FOLLOWER for a moment. :class:`KafkaLaunchError` after
-    ``timeout_s`` (a hang detector)."""
+    """Return once every partition of a new topic (or one that grew) answers ListOffsets on
+    its leader, asked with the librdkafka settings ``conf``. Kafka creates partitions
+    asynchronously: right after CreateTopics or CreatePartitions the metadata may name no
+    leader yet (or, for a topic that grew, not the new partitions), and a leader named may
+    still answer NOT_LEADER_OR_FOLLOWER for a moment. Each failed look-up asks again with a
+    new client: librdkafka keeps the partition count of a topic it knows and answers "Unknown
+    partition" for the new ones without asking the cluster again. :class:`KafkaLaunchError`
+    after ``timeout_s`` (a hang detector)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({**conf, "group.id": "topic-ready"})
     deadline = time.monotonic() + timeout_s
+    consumer = Consumer({**conf, "group.id": "topic-ready"})
     try:
         for partition in range(partitions):
             while True:
@@ -1028,7 +1031,9 @@ def wait_partitions_ready(
                 except KafkaException as exc:
                     if time.monotonic() > deadline:
                         raise KafkaLaunchError(f"{topic}-{partition} not ready: {exc}") from exc
+                    consumer.close()
                     time.sleep(0.05)
+                    consumer = Consumer({**conf, "group.id": "topic-ready"})
     finally:
         consumer.close()
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from pyspark_kafka_txn.backoff import Backoff, retry
 from pyspark_kafka_txn.client.connection import Connection, ConnectionConfig, request_entity
 from pyspark_kafka_txn.client.errors import (
     RESOURCE_GROUP,
@@ -175,20 +176,22 @@ class ClusterClient:
 
     def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` until it does not raise a retriable error or time runs out
-        (``retry_timeout_s`` from now, or ``deadline`` if sooner)."""
+        (``retry_timeout_s`` from now, or ``deadline`` if sooner), pausing
+        ``retry.backoff.ms`` doubling to ``retry.backoff.max.ms`` between attempts."""
         deadline = time.monotonic() + self.retry_timeout_s
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
-        delay = self.config.reconnect_backoff_s
-        while True:
-            try:
-                return attempt()
-            except (KafkaConnectionError, BrokerError) as exc:
-                if not getattr(exc, "retriable", False) or time.monotonic() + delay > deadline:
-                    raise
-                logger.debug("%s: retrying after %s", what, exc)
-            time.sleep(delay)
-            delay = min(delay * 2, self.config.reconnect_backoff_max_s)
+        schedule = Backoff(self.config.reconnect_backoff_s, self.config.reconnect_backoff_max_s)
+
+        def retriable(exc: Exception) -> bool:
+            return isinstance(exc, (KafkaConnectionError, BrokerError)) and bool(
+                getattr(exc, "retriable", False)
+            )
+
+        def log(exc: Exception, pause: float) -> None:
+            logger.debug("%s: retrying in %.3f s after %s", what, pause, exc)
+
+        return retry(attempt, retriable, schedule.pauses(deadline), log)
 
     # -- metadata ----------------------------------------------------------------------
 

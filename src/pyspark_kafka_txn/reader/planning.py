@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pyspark_kafka_txn.backoff import Backoff, retry
 from pyspark_kafka_txn.client.errors import AUTHORIZATION_CODES
 from pyspark_kafka_txn.errors import (
     AuthenticationError,
@@ -67,7 +68,7 @@ _ADMIN_TIMEOUT_S = 30.0
 #: How often the driver looks at librdkafka's error events until the cluster first answers.
 _PROBE_S = 0.5
 #: First and largest pause while a look-up waits for leaders or partitions to be known.
-_SETTLE_PAUSE_S = (0.05, 1.0)
+_SETTLE_BACKOFF = Backoff(0.05, 1.0)
 
 
 class _ErrorEvents:
@@ -369,21 +370,13 @@ class OffsetClient:
         client waits within its API timeout, instead of spending one of the user's few
         ``fetchOffset.numRetries``."""
         deadline = time.monotonic() + _ADMIN_TIMEOUT_S
-        pause, largest = _SETTLE_PAUSE_S
-        while True:
-            try:
-                return call()
-            except Exception as exc:
-                if not _unsettled(exc) or time.monotonic() + pause > deadline:
-                    raise
-                logger.info(
-                    "%s: %s; asking again in %.2f s",
-                    what,
-                    _redacted_error(exc, self._options),
-                    pause,
-                )
-                time.sleep(pause)
-                pause = min(pause * 2, largest)
+
+        def log(exc: Exception, pause: float) -> None:
+            logger.info(
+                "%s: %s; asking again in %.2f s", what, _redacted_error(exc, self._options), pause
+            )
+
+        return retry(call, _unsettled, _SETTLE_BACKOFF.pauses(deadline), log)
 
     def _retry(self, what: str, call: Any) -> Any:
         attempts = self._options.fetch_offset_num_retries + 1

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from pyspark_kafka_txn.backoff import Backoff
 from pyspark_kafka_txn.client.admin import (
     TransactionDescription,
     describe_transactions,
@@ -84,12 +85,12 @@ _ENDED_MEANWHILE = frozenset(
     }
 )
 
-_POLL_MIN_S = 0.02
-_POLL_MAX_S = 0.5
+#: How often a transaction being aborted or ended is described again: 20 ms doubling
+#: to 500 ms.
+_POLL_BACKOFF = Backoff(0.02, 0.5)
 #: How often the open transactions are listed while waiting for some to end: from
 #: 5 ms (markers usually land within milliseconds of the EndTxn), doubling to 200 ms.
-_LISTING_MIN_S = 0.005
-_LISTING_MAX_S = 0.2
+_LISTING_BACKOFF = Backoff(0.005, 0.2)
 
 #: Every state ListTransactions lists (Kafka never lists Dead ones): a listing in all of
 #: them shows a completed transaction as CompleteCommit / CompleteAbort (or its id as Empty,
@@ -319,13 +320,12 @@ def abort_open_transaction(
         Any other failure (unreachable coordinator, authorization, unexpected error code).
     """
     budget = cluster.retry_timeout_s if timeout_s is None else timeout_s
-    deadline = time.monotonic() + budget
+    pauses = _POLL_BACKOFF.pauses(time.monotonic() + budget)
     tid = txn.transactional_id
     version = 2 if cluster.transaction_version() >= 2 else 1
     current = _still_open(cluster, txn)
     aborted = False
     refused: TransactionError | None = None
-    delay = _POLL_MIN_S
     while current is not None:
         if current.state == TxnState.ONGOING:
             handle = PreparedTransaction(tid, current.producer_id, current.producer_epoch, version)
@@ -346,7 +346,8 @@ def abort_open_transaction(
                     current.producer_epoch,
                     version,
                 )
-        if time.monotonic() >= deadline:
+        pause = next(pauses, None)
+        if pause is None:
             if aborted:
                 logger.warning(
                     "abort of %r accepted, not yet completed after %g s; "
@@ -367,8 +368,7 @@ def abort_open_transaction(
                 current.state,
                 reason,
             ) from refused
-        time.sleep(delay)
-        delay = min(delay * 2, _POLL_MAX_S)
+        time.sleep(pause)
         current = _still_open(cluster, txn)
     if not aborted:
         logger.info("transaction %r is no longer open", tid)
@@ -381,13 +381,13 @@ def wait_until_ended(
     its coordinator has written its markers after an EndTxn. Returns whether it ended
     within ``timeout_s`` (default: ``cluster.retry_timeout_s``); if not, the coordinator
     finishes it on its own."""
-    deadline = time.monotonic() + (cluster.retry_timeout_s if timeout_s is None else timeout_s)
-    delay = _POLL_MIN_S
+    budget = cluster.retry_timeout_s if timeout_s is None else timeout_s
+    pauses = _POLL_BACKOFF.pauses(time.monotonic() + budget)
     while _still_open(cluster, txn) is not None:
-        if time.monotonic() >= deadline:
+        pause = next(pauses, None)
+        if pause is None:
             return False
-        time.sleep(delay)
-        delay = min(delay * 2, _POLL_MAX_S)
+        time.sleep(pause)
     return True
 
 
@@ -475,14 +475,14 @@ def wait_for_listing(
     retried when it runs out has the client's own budget): the coordinators finish those
     transactions on their own.
     """
-    deadline = time.monotonic() + cluster.retry_timeout_s
-    delay = _LISTING_MIN_S
+    pauses = _LISTING_BACKOFF.pauses(time.monotonic() + cluster.retry_timeout_s)
     while True:
         listed = list_prefix(cluster, prefix, states, producer_ids)
         waiting = pending(listed)
         if not waiting:
             return listed
-        if time.monotonic() > deadline:
+        pause = next(pauses, None)
+        if pause is None:
             logger.warning(
                 "%s %s not ended after %.0f s; their coordinators finish them",
                 what,
@@ -490,5 +490,4 @@ def wait_for_listing(
                 cluster.retry_timeout_s,
             )
             return listed
-        time.sleep(delay)
-        delay = min(delay * 2, _LISTING_MAX_S)
+        time.sleep(pause)

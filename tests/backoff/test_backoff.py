@@ -1,0 +1,98 @@
+"""The schedule every wait that asks Kafka again shares (:mod:`pyspark_kafka_txn.backoff`).
+
+What its three users rely on: pauses double up to the largest, the schedule ends before
+the first pause that would cross the deadline (time spent in the attempts counts), and
+:func:`retry` raises at once what is not retriable and the last error when the schedule
+ends. The waits themselves are tested against brokers: the client's retries in
+``tests/client/test_faults.py``, the reader's wait for leaders in
+``tests/reader/test_reader_driver.py``, the writer's listings in ``tests/writer``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from pyspark_kafka_txn.backoff import Backoff, retry
+
+
+def test_pauses_double_up_to_the_largest() -> None:
+    far = time.monotonic() + 3600
+    assert list(itertools.islice(Backoff(0.05, 1.0).pauses(far), 8)) == [
+        0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0,
+    ]  # fmt: skip
+
+
+def test_the_schedule_ends_before_a_pause_that_would_cross_the_deadline() -> None:
+    soon = time.monotonic() + 0.35
+    pauses = list(Backoff(0.1, 1.0).pauses(soon))
+    # 0.1 and 0.2 fit from now (0.3 of 0.35); 0.4 would not, whenever it is asked for.
+    assert pauses == [0.1, 0.2]
+
+
+def test_time_spent_in_the_attempts_counts() -> None:
+    pauses = Backoff(0.01, 0.01).pauses(time.monotonic() + 0.2)
+    assert next(pauses) == 0.01
+    time.sleep(0.25)  # an attempt that took longer than the whole budget
+    assert next(pauses, None) is None
+
+
+def test_a_past_deadline_has_no_pauses() -> None:
+    assert list(Backoff(0.01, 0.1).pauses(time.monotonic() - 1)) == []
+
+
+@pytest.mark.parametrize(("first", "largest"), [(0, 1), (-1, 1), (2, 1)])
+def test_a_backoff_that_cannot_pause_is_refused(first: float, largest: float) -> None:
+    with pytest.raises(ValueError, match="first_s <= largest_s"):
+        Backoff(first, largest)
+
+
+class FlakyError(Exception):
+    pass
+
+
+def test_retry_calls_again_until_the_call_succeeds() -> None:
+    calls: list[int] = []
+    told: list[tuple[str, float]] = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise FlakyError(f"attempt {len(calls)}")
+        return "done"
+
+    result = retry(
+        call,
+        lambda exc: isinstance(exc, FlakyError),
+        Backoff(0.001, 0.002).pauses(time.monotonic() + 3600),
+        lambda exc, pause: told.append((str(exc), pause)),
+    )
+    assert result == "done"
+    assert len(calls) == 3
+    assert told == [("attempt 1", 0.001), ("attempt 2", 0.002)]
+
+
+def test_retry_raises_what_is_not_retriable_at_once() -> None:
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        raise KeyError("not worth another attempt")
+
+    with pytest.raises(KeyError):
+        retry(call, lambda exc: isinstance(exc, FlakyError), Backoff(0.001, 0.001).pauses(1e12))
+    assert len(calls) == 1
+
+
+def test_retry_raises_the_last_error_when_the_schedule_ends() -> None:
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        raise FlakyError(f"attempt {len(calls)}")
+
+    with pytest.raises(FlakyError, match="attempt 4"):
+        retry(call, lambda exc: True, iter([0.001, 0.001, 0.001]))
+    assert len(calls) == 4

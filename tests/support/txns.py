@@ -126,10 +126,28 @@ def committed_batches(
     bootstrap: str, topic: str, batches: list[list[tuple[int, bytes]]], **extra: Any
 ) -> None:
     """Write each inner list of (partition, value) in its own committed transaction
-    (``extra``: more librdkafka settings, e.g. a secured cluster's)."""
+    (``extra``: more librdkafka settings, e.g. a secured cluster's), and wait until each
+    one's commit markers are written (the high watermark past the record after its last):
+    the commit returns once the coordinator decided, before the markers are written, and
+    on Apache Kafka the LSO lagged the commit. Visible then, unless an earlier
+    transaction still open pins the LSO (a test may hold one on purpose)."""
     producer = txn_producer(bootstrap, tid(), **extra)
+    last: dict[int, int] = {}  # partition -> offset of the batch's last record
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            last[msg.partition()] = max(last.get(msg.partition(), -1), msg.offset())
+
     for batch in batches:
+        last.clear()
         producer.begin_transaction()
         for partition, value in batch:
-            producer.produce(topic, value=value, partition=partition)
+            producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
+        producer.flush(10)  # the delivery reports, with the offsets
         producer.commit_transaction(10)
+        for p, offset in sorted(last.items()):
+
+            def marked(p: int = p, offset: int = offset) -> bool:
+                return watermarks(bootstrap, topic, p, "read_uncommitted", **extra)[1] > offset + 1
+
+            wait_until(f"the commit marker after offset {offset} of {topic}-{p}", marked)

@@ -1,5 +1,5 @@
-"""The one schedule for asking Kafka again: pauses that double up to a largest one,
-within a deadline.
+"""The one schedule for asking Kafka again: pauses that grow (double, by default) up to
+a largest one, within a deadline.
 
 Three waits use it: the protocol client's retries of a retriable error
 (``ClusterClient.retrying``), the reader's wait for a leader or a topic's partitions to
@@ -22,7 +22,7 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Pauses of ``first_s``, doubling up to ``largest_s``.
+    """Pauses of ``first_s``, each ``factor`` times the one before, up to ``largest_s``.
 
     Parameters
     ----------
@@ -30,14 +30,19 @@ class Backoff:
         The first pause, in seconds (greater than 0).
     largest_s
         The largest pause, in seconds (at least ``first_s``).
+    factor
+        How much longer each pause is than the one before (at least 1; 2: doubling).
     """
 
     first_s: float
     largest_s: float
+    factor: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.first_s <= self.largest_s:
-            raise ValueError(f"a backoff needs 0 < first_s <= largest_s, not {self!r}")
+        if not 0 < self.first_s <= self.largest_s or self.factor < 1:
+            raise ValueError(
+                f"a backoff needs 0 < first_s <= largest_s and factor >= 1, not {self!r}"
+            )
 
     def pauses(self, deadline: float) -> Iterator[float]:
         """Yield the pause before each next attempt while that attempt would start by
@@ -50,7 +55,7 @@ class Backoff:
         pause = self.first_s
         while time.monotonic() + pause <= deadline:
             yield pause
-            pause = min(pause * 2, self.largest_s)
+            pause = min(pause * self.factor, self.largest_s)
 
 
 def retry(

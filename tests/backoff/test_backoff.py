@@ -43,10 +43,20 @@ def test_a_past_deadline_has_no_pauses() -> None:
     assert list(Backoff(0.01, 0.1).pauses(time.monotonic() - 1)) == []
 
 
-@pytest.mark.parametrize(("first", "largest"), [(0, 1), (-1, 1), (2, 1)])
-def test_a_backoff_that_cannot_pause_is_refused(first: float, largest: float) -> None:
-    with pytest.raises(ValueError, match="first_s <= largest_s"):
-        Backoff(first, largest)
+def test_pauses_grow_by_the_factor() -> None:
+    far = time.monotonic() + 3600
+    pauses = list(itertools.islice(Backoff(0.001, 0.004, factor=1.5).pauses(far), 6))
+    assert pauses == pytest.approx([0.001, 0.0015, 0.00225, 0.003375, 0.004, 0.004])
+
+
+@pytest.mark.parametrize(
+    ("first", "largest", "factor"), [(0, 1, 2), (-1, 1, 2), (2, 1, 2), (0.1, 1, 0.5)]
+)
+def test_a_backoff_that_cannot_pause_is_refused(
+    first: float, largest: float, factor: float
+) -> None:
+    with pytest.raises(ValueError, match="first_s <= largest_s and factor >= 1"):
+        Backoff(first, largest, factor)
 
 
 class FlakyError(Exception):

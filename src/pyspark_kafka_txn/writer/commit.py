@@ -27,13 +27,15 @@ order (exactly once only), so one batch's transactional ids read top to bottom t
    partitions: use KIP-939 two-phase commit, where prepared transactions never expire, to
    rule this case out).
 
-Then, in both delivery modes, :func:`commit_batch` waits until the batch's markers are
-written (``_markers_landed``: no transaction of the batch still in PrepareCommit, and
-none merely missing from ListTransactions, as the ids of a moving coordinator are), so
-that when ``commit()`` returns the whole batch is visible; the transactions still open
-under this query's id, as last listed, that the batch does not hold are aborted
-(:func:`~.abandoned.abort_leftovers`), and the transactions of other queries that are gone
-are ended (:mod:`.abandoned`). A failure of these clean-up steps is a warning: the batch is
+Then, in both delivery modes, :func:`commit_batch` cleans up and waits: the transactions
+still open under this query's id that the batch does not hold are aborted
+(:func:`~.abandoned.abort_leftovers`; the batch's own, still completing, are left to
+complete), the transactions of other queries that are gone are ended (:mod:`.abandoned`),
+and, last, the wait until the batch's markers are written (``_markers_landed``: no
+transaction of the batch still in PrepareCommit, and none merely missing from
+ListTransactions, as the ids of a moving coordinator are), so that when ``commit()``
+returns the whole batch is visible. The markers land while the clean-up runs, so the wait
+seldom polls more than once. A failure of these steps is a warning: the batch is
 committed, and an error would have a batch write retried and written twice.
 
 The driver's commit renews the query's liveness lease (:mod:`.liveness`) when it starts
@@ -87,7 +89,6 @@ from pyspark_kafka_txn.writer.liveness import LeaseKeeper
 from pyspark_kafka_txn.writer.messages import FRESH, PENDING, TaskMessage, task_messages
 from pyspark_kafka_txn.writer.open_transactions import (
     LISTED_STATES,
-    OpenTransaction,
     PrefixListing,
     describe_unlisted,
     list_prefix,
@@ -174,22 +175,41 @@ def _clean_up(
     app: AppWrite | None,
     steps: Steps,
 ) -> None:
-    """After the commit: wait for the batch's markers, abort this query's leftovers, end
-    the transactions of other queries that are gone (:mod:`.abandoned`)."""
+    """After the commit: abort this query's leftovers, end the transactions of other
+    queries that are gone (:mod:`.abandoned`), and wait for the batch's markers.
+
+    The markers land while the two clean-up steps run (a few milliseconds after the
+    EndTxns), so the wait usually finds them with its first listing. It runs even when a
+    clean-up step fails, so that ``commit()``'s return still means "visible".
+    """
     prefix = options.transactional_id_prefix
-    with steps("markers"):
-        still_open = _markers_landed(cluster, prefix, query_id, decided)
-    if app is None or claim_held(cluster, prefix, app):
+    try:
         with steps("own leftovers"):
-            abort_leftovers(cluster, prefix, query_id, decided, still_open)
-    else:
-        logger.warning(
-            "%s committed; another run of the same txnAppId started meanwhile: its "
-            "transactions are left alone",
-            app,
-        )
-    with steps("neighbours"):
-        end_abandoned(cluster, options, query_id)
+            if app is None or claim_held(cluster, prefix, app):
+                _abort_own_leftovers(cluster, prefix, query_id, decided)
+            else:
+                logger.warning(
+                    "%s committed; another run of the same txnAppId started meanwhile: its "
+                    "transactions are left alone",
+                    app,
+                )
+        with steps("neighbours"):
+            end_abandoned(cluster, options, query_id)
+    finally:
+        with steps("markers"):
+            _markers_landed(cluster, prefix, query_id, decided)
+
+
+def _abort_own_leftovers(
+    cluster: ClusterClient, prefix: str, query_id: str, decided: dict[int, Handle]
+) -> None:
+    """Abort this query's open transactions that the committed batch does not hold
+    (:func:`~.abandoned.abort_leftovers`), listed once the batch's EndTxns returned: the
+    batch's own, still completing, are listed but not described."""
+    ours = [transactional_id(prefix, query_id, p) for p in decided]
+    # This query's own transactions only: the neighbours' are none of its business here.
+    still_open = list_prefix(cluster, query_prefix(prefix, query_id), completing=ours).open
+    abort_leftovers(cluster, prefix, query_id, decided, still_open)
 
 
 def _decide_and_commit(
@@ -475,7 +495,7 @@ def _none_committed(
 
 def _markers_landed(
     cluster: ClusterClient, prefix: str, query_id: str, decided: dict[int, Handle]
-) -> list[OpenTransaction]:
+) -> None:
     """Wait until no committed transaction of the batch is still completing.
 
     EndTxn answers once the coordinator has decided (PrepareCommit); the markers reach the
@@ -510,8 +530,6 @@ def _markers_landed(
     if ours:
         producers = sorted({h.transaction.producer_id for h in decided.values()})
         wait_for_listing(cluster, prefix, completing, "commit markers of", LISTED_STATES, producers)
-    # This query's own transactions only: the neighbours' are none of its business here.
-    return list_prefix(cluster, query_prefix(prefix, query_id)).open
 
 
 def _not_yet_landed(cluster: ClusterClient, unlisted: list[str], landed: set[str]) -> list[str]:

@@ -13,4 +13,4 @@ __version__ = "0.1.0.dev0"
 #: The oldest Apache Kafka release the package supports: the oldest one its tests have run
 #: against (``make compat``, docs/compatibility.md). Older brokers have the protocol the
 #: features need (docs/compatibility.md lists each feature's) but were never tested.
-MINIMUM_KAFKA = "3.9.2"
+MINIMUM_KAFKA = "3.0.2"

@@ -74,6 +74,13 @@ STALL_S = 240.0
 RUNNING_WAIT_S = 120.0
 #: Waiting for a fault's trigger (a held-back request being hit) at most this long.
 ARM_S = 60.0
+#: A flagged input record (task_exception, worker_kill) is read by one of the query's next
+#: micro-batches with rows: the one running when it was flagged, a restart's replay of a
+#: failed batch, then the batch that reads it. The wait for its task to fail lasts ARM_S
+#: and at least this many such micro-batches (a restarting application can take longer
+#: than ARM_S to run them on a loaded machine), within ARM_HANG_S.
+ARM_BATCHES = 3
+ARM_HANG_S = 300.0
 #: The embedded cluster's transaction timeout sweep (Kafka's default is 10 s).
 SWEEP_MS = 1000
 
@@ -341,13 +348,24 @@ class Harness:
             flag = "exception" if fault.kind == "task_exception" else "kill"
             before = len(list(self.markers.glob(f"{flag}-*")))
             feed.flag(flag)
-            deadline = time.monotonic() + ARM_S
-            while (
-                len(list(self.markers.glob(f"{flag}-*"))) == before and time.monotonic() < deadline
-            ):
+            armed, batches = time.monotonic(), self.result.batches
+
+            def waiting() -> bool:
+                if len(list(self.markers.glob(f"{flag}-*"))) > before:
+                    return False
+                now = time.monotonic()
+                read = self.result.batches - batches >= ARM_BATCHES
+                return now < armed + ARM_HANG_S and (now < armed + ARM_S or not read)
+
+            while waiting():
                 self.pump(0.2)
             seen = len(list(self.markers.glob(f"{flag}-*"))) - before
-            return {"task_failures": seen, "happened": seen > 0}
+            return {
+                "task_failures": seen,
+                "happened": seen > 0,
+                "waited_s": round(time.monotonic() - armed, 1),
+                "batches_meanwhile": self.result.batches - batches,
+            }
         if fault.kind == "driver_kill":
             self.pump(p["delay_s"])
             killed = self.crash()

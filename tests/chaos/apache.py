@@ -294,8 +294,9 @@ class ApacheHarness(Harness):
             outcome = {"node_id": node, "role": role, "paused_s": paused, **self._recover(node)}
             return {**outcome, "happened": outcome["recovered"]}
         if fault.kind == "drop_connections":
-            dropped = sum(proxy.drop_connections() for proxy in proxies(self.apache))
-            return {"dropped": dropped, "happened": dropped > 0}
+            return self.drop_connections(
+                lambda: sum(proxy.drop_connections() for proxy in proxies(self.apache))
+            )
         if fault.kind in ("lost_responses", "delays"):
             api = API_KEYS[p["api"]]
             if fault.kind == "delays":

@@ -190,6 +190,17 @@ class Harness:
         while hits() == 0 and time.monotonic() < deadline:
             self.pump(0.05)
 
+    def drop_connections(self, drop: Callable[[], int]) -> dict[str, Any]:
+        """Cut the clients' connections with ``drop`` (returns how many it cut). With none
+        open (a drop just before, not yet reconnected), supervise the query until the
+        clients reconnect and cut those, for at most :data:`ARM_S`."""
+        deadline = time.monotonic() + ARM_S
+        dropped = drop()
+        while dropped == 0 and time.monotonic() < deadline:
+            self.pump(0.2)
+            dropped = drop()
+        return {"dropped": dropped, "happened": dropped > 0}
+
     def settle(self) -> None:
         """Judge the faults left to the end; each one that did not happen is an anomaly."""
         for index, judge in self._pending:
@@ -619,8 +630,7 @@ class EmbeddedHarness(Harness):
             k.restart()  # returns once every broker listens again on its data
             return {"happened": True}
         if fault.kind == "drop_connections":
-            dropped = k.drop_connections()
-            return {"dropped": dropped, "happened": dropped > 0}
+            return self.drop_connections(k.drop_connections)
         if fault.kind in ("retriable_errors", "lost_responses", "delays"):
             rule = self._request_fault(fault)
             self.wait_for_hit(lambda: rule.hits)

@@ -82,6 +82,13 @@ class TopicInfo:
         return len(self.leaders)
 
 
+def _retriable(exc: Exception) -> bool:
+    """Whether :meth:`ClusterClient.retrying` tries again after ``exc``."""
+    return isinstance(exc, (KafkaConnectionError, BrokerError)) and bool(
+        getattr(exc, "retriable", False)
+    )
+
+
 class ClusterClient:
     """Connections to a cluster plus cached metadata.
 
@@ -111,6 +118,9 @@ class ClusterClient:
         self.config = config or ConnectionConfig()
         self.retry_timeout_s = retry_timeout_s
         self.deadline = deadline
+        self._backoff = Backoff(
+            self.config.reconnect_backoff_s, self.config.reconnect_backoff_max_s
+        )
         self._bootstrap = [
             Connection(h, p, self.config) for h, p in parse_bootstrap(bootstrap_servers)
         ]
@@ -181,17 +191,11 @@ class ClusterClient:
         deadline = time.monotonic() + self.retry_timeout_s
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
-        schedule = Backoff(self.config.reconnect_backoff_s, self.config.reconnect_backoff_max_s)
-
-        def retriable(exc: Exception) -> bool:
-            return isinstance(exc, (KafkaConnectionError, BrokerError)) and bool(
-                getattr(exc, "retriable", False)
-            )
 
         def log(exc: Exception, pause: float) -> None:
             logger.debug("%s: retrying in %.3f s after %s", what, pause, exc)
 
-        return retry(attempt, retriable, schedule.pauses(deadline), log)
+        return retry(attempt, _retriable, self._backoff.pauses(deadline), log)
 
     # -- metadata ----------------------------------------------------------------------
 
